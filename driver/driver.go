@@ -1,0 +1,78 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"reflect"
+)
+
+// Driver creates, reopens and checkpoints one kind of resource. H is the
+// handle user code works with; B is the binding the kernel stores (as JSON)
+// to reach the same resource again.
+//
+// Implementations must be safe to use from one goroutine at a time per
+// handle; the kernel never checkpoints a handle while a step that may change
+// it is running.
+type Driver[H, B any] interface {
+	// DriverID is a stable identifier of the implementation, such as
+	// "forkline.dirfs.v1". It never changes for the lifetime of a stored
+	// checkpoint format.
+	DriverID() string
+	// Configuration returns the driver's settings as a JSON-encodable value,
+	// without credentials, or nil for none. It must be the same for every
+	// driver value that can read the same checkpoints.
+	Configuration() any
+	// Create makes a new, isolated resource. from == "" asks for the initial
+	// environment; otherwise from is a ref returned by Checkpoint, and the
+	// new resource's state is exactly the captured one. A ref that is
+	// missing, deleted, expired or malformed yields an error wrapping
+	// ErrCheckpointUnavailable.
+	Create(ctx context.Context, from string) (H, B, error)
+	// Open returns a handle for the existing resource that binding names.
+	// Changes made through either handle are visible through the other.
+	Open(ctx context.Context, binding B) (H, error)
+	// Checkpoint captures the resource's current state and returns an
+	// immutable ref. h stays usable, and later changes through h never change
+	// what the ref restores.
+	Checkpoint(ctx context.Context, h H) (string, error)
+}
+
+// CoverageReuser is implemented by a driver whose state changes only through
+// tools and steps that declare the resource with Affects. When CoverageReuse
+// reports true, a capture keeps covering the resource across live steps that
+// do not affect it, instead of ending at the next live step.
+type CoverageReuser interface {
+	// CoverageReuse reports whether every change to the resource goes
+	// through declared tools and steps.
+	CoverageReuse() bool
+}
+
+// ErrCheckpointUnavailable is wrapped by the error Create returns when the
+// requested checkpoint does not exist (never did, was deleted, expired) or
+// cannot be read back intact. A fork that needs it fails with code
+// checkpoint_unavailable.
+var ErrCheckpointUnavailable = errors.New("driver: checkpoint unavailable")
+
+// CoverageReuse reports whether d implements [CoverageReuser] and says true.
+// Any other value, nil and nil pointers included, reports false.
+func CoverageReuse(d any) bool {
+	r, ok := d.(CoverageReuser)
+	if !ok || isNil(d) {
+		return false
+	}
+	return r.CoverageReuse()
+}
+
+// isNil reports whether v is nil or a nil pointer, map, slice, channel,
+// function or interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}

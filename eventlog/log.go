@@ -1,0 +1,82 @@
+package eventlog
+
+import (
+	"context"
+	"iter"
+	"time"
+)
+
+// Info describes one execution.
+type Info struct {
+	ID      ID
+	Agent   string
+	Parent  ID        // zero for a root execution
+	ForkSeq uint64    // the parent's seq this execution forked at; 0 for a root
+	Head    uint64    // seq of the newest event of the lineage
+	Created time.Time // when the execution (or fork) was created
+}
+
+// Log is an append-only store of executions and their events. A kernel
+// builder may implement it on any backend; nothing in it is specific to one.
+//
+// Seqs are 1-based and dense within a lineage. A fork of E at N has no events
+// of its own for 1..N: reading it yields E's first N events, then its own.
+// Every method is safe for concurrent use. After Close every method returns an
+// error that wraps ErrClosed.
+type Log interface {
+	// Create starts a root execution: a new time-ordered ID and its first
+	// event, execution.created at seq 1, written durably.
+	Create(ctx context.Context, created *ExecutionCreated, at time.Time) (ID, error)
+
+	// Append writes events as seqs expectedHead+1, expectedHead+2, … in one
+	// atomic write. An event's Seq must be 0 (assigned) or its position. If the
+	// execution's head is not expectedHead, nothing is written and the error
+	// wraps ErrConflict. An invalid event wraps ErrInvalid and nothing is
+	// written. It returns the new head.
+	Append(ctx context.Context, id ID, expectedHead uint64, events ...Event) (uint64, error)
+
+	// Events yields the lineage of id from seq from (1 = all) up to the head
+	// at the time of the call. The error is yielded at most once, and last.
+	// Breaking out of the loop releases what the read holds. The events are
+	// the caller's to keep.
+	Events(ctx context.Context, id ID, from uint64) iter.Seq2[Event, error]
+
+	// Head returns the seq of the newest event of id's lineage.
+	Head(ctx context.Context, id ID) (uint64, error)
+
+	// Info describes id.
+	Info(ctx context.Context, id ID) (Info, error)
+
+	// List yields every execution in ID order (so, creation order).
+	List(ctx context.Context) iter.Seq2[Info, error]
+
+	// Fork creates an execution whose events 1..at are parent's, without
+	// copying any, and writes fc as its event at+1. fc.Parent and fc.At are
+	// set by Fork (given values must be zero or equal). at must be in
+	// 1..Head(parent); otherwise the error wraps ErrInvalid.
+	Fork(ctx context.Context, parent ID, at uint64, fc *ForkCreated, t time.Time) (ID, error)
+
+	// Close releases the log. Appends that returned before it are durable.
+	Close() error
+}
+
+// Index answers the checkpoint questions of DESIGN §5 for any seq of any
+// lineage without folding the lineage: a store keeps one ResourceState per
+// resource per event that changes it, written in the same batch as the event.
+// The coverage and fork packages compute points and selections from it.
+type Index interface {
+	// ResourceStates returns, for every resource bound in id's lineage at or
+	// before seq at, its state after event at, sorted by Key.
+	ResourceStates(ctx context.Context, id ID, at uint64) ([]ResourceState, error)
+
+	// ResourceHistory yields the states of resource key in id's lineage that
+	// were written after seq after, in seq order. The error is yielded at
+	// most once, and last.
+	ResourceHistory(ctx context.Context, id ID, key string, after uint64) iter.Seq2[ResourceState, error]
+}
+
+// IndexedLog is a Log that keeps the checkpoint Index.
+type IndexedLog interface {
+	Log
+	Index
+}

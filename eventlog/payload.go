@@ -1,0 +1,338 @@
+package eventlog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Payload is the data of one event: exactly one of the pointer types of this
+// file (*ExecutionCreated, *StepStarted, …). Only pointers implement it, so a
+// type switch over an event's Data has one case per kind.
+type Payload interface {
+	// Kind returns the kind of event the payload belongs to.
+	Kind() Kind
+	// validate checks the payload's own invariants.
+	validate() error
+}
+
+// StepKind says what sort of call a step is.
+type StepKind string
+
+// The step kinds.
+const (
+	StepTool  StepKind = "tool"  // a tool call (DefineTool)
+	StepLocal StepKind = "local" // a local step (Step)
+	StepLLM   StepKind = "llm"   // an LLM call recorded by the transport
+)
+
+// Valid reports whether k is one of the step kinds.
+func (k StepKind) Valid() bool { return k == StepTool || k == StepLocal || k == StepLLM }
+
+// Idempotency says what may happen to a step orphaned by a dead dispatch.
+type Idempotency string
+
+// The idempotency classes of DESIGN §4.
+const (
+	SafeToRetry Idempotency = "safe_to_retry" // an orphan is run again
+	AtMostOnce  Idempotency = "at_most_once"  // an orphan fails as indeterminate
+)
+
+// Valid reports whether i is one of the idempotency classes.
+func (i Idempotency) Valid() bool { return i == SafeToRetry || i == AtMostOnce }
+
+// CaptureReason says why a checkpoint was taken.
+type CaptureReason string
+
+// The capture reasons.
+const (
+	CaptureBaseline   CaptureReason = "baseline"   // right after creating from the initial environment
+	CaptureSteps      CaptureReason = "steps"      // EverySteps counted calls were reached
+	CaptureCompletion CaptureReason = "completion" // the handler returned with the resource uncovered
+)
+
+// Valid reports whether r is one of the capture reasons.
+func (r CaptureReason) Valid() bool {
+	return r == CaptureBaseline || r == CaptureSteps || r == CaptureCompletion
+}
+
+// FailureCode classifies why an execution failed.
+type FailureCode string
+
+// The failure codes. Other codes may be added; a decoder accepts any
+// non-empty code.
+const (
+	FailHandler               FailureCode = "handler"                // the handler returned an error
+	FailPanic                 FailureCode = "panic"                  // the handler or a body panicked
+	FailCheckpointUnavailable FailureCode = "checkpoint_unavailable" // a fork's selected checkpoint could not be restored
+	FailResourceMismatch      FailureCode = "resource_mismatch"      // a driver differs from the recorded binding
+	FailResource              FailureCode = "resource"               // a driver failed to create or open a resource
+)
+
+// ExecutionCreated is the first event of every root execution.
+type ExecutionCreated struct {
+	Agent string `msgpack:"agent"`
+	Input []byte `msgpack:"input,omitempty"` // encoded by the SDK
+}
+
+// DispatchStarted is written by each Run that begins executing the handler.
+type DispatchStarted struct {
+	Dispatch uint64 `msgpack:"dispatch"` // 1-based, counted over the whole lineage
+}
+
+// StepStarted is written before a live tool call, local step or LLM call runs.
+type StepStarted struct {
+	StepID      string      `msgpack:"step_id"`
+	StepKind    StepKind    `msgpack:"step_kind"`
+	Target      string      `msgpack:"target"`
+	Args        []byte      `msgpack:"args,omitempty"`      // canonical encoding
+	Resources   []string    `msgpack:"resources,omitempty"` // keys the call affects
+	Idempotency Idempotency `msgpack:"idempotency"`
+	Attempt     uint32      `msgpack:"attempt"` // 1 for the first run
+}
+
+// StepSucceeded records the value a step returned.
+type StepSucceeded struct {
+	StepID string `msgpack:"step_id"`
+	Result []byte `msgpack:"result,omitempty"` // encoded by the SDK
+}
+
+// StepFailed records the error a step returned, or an orphaned at_most_once
+// step resolved as indeterminate on a later dispatch.
+type StepFailed struct {
+	StepID        string `msgpack:"step_id"`
+	Error         string `msgpack:"error"`
+	Indeterminate bool   `msgpack:"indeterminate,omitempty"`
+}
+
+// StepCancelled records that a step's context was cancelled after it started.
+type StepCancelled struct {
+	StepID string `msgpack:"step_id"`
+}
+
+// StepDenied records that the gate refused a call; it never ran.
+type StepDenied struct {
+	StepID   string   `msgpack:"step_id"`
+	StepKind StepKind `msgpack:"step_kind"`
+	Target   string   `msgpack:"target"`
+	Reason   string   `msgpack:"reason"`
+}
+
+// ResourceBound records that an execution created its own resource for Key,
+// from checkpoint From or ("") the initial environment, with its policy.
+type ResourceBound struct {
+	Key           string          `msgpack:"key"`
+	DriverID      string          `msgpack:"driver_id"`
+	Configuration json.RawMessage `msgpack:"configuration,omitempty"` // JSON, no credentials
+	Binding       json.RawMessage `msgpack:"binding"`                 // JSON
+	From          string          `msgpack:"from,omitempty"`
+	EverySteps    int             `msgpack:"every_steps"`
+	OnCompletion  bool            `msgpack:"on_completion"`
+	CoverageReuse bool            `msgpack:"coverage_reuse,omitempty"`
+}
+
+// ResourceCaptured records a checkpoint of Key's resource at Generation.
+type ResourceCaptured struct {
+	Key        string        `msgpack:"key"`
+	Ref        string        `msgpack:"ref"`
+	Generation uint64        `msgpack:"generation"`
+	Reason     CaptureReason `msgpack:"reason"`
+}
+
+// ResourceCaptureFailed records that a due checkpoint failed.
+type ResourceCaptureFailed struct {
+	Key    string        `msgpack:"key"`
+	Reason CaptureReason `msgpack:"reason"`
+	Error  string        `msgpack:"error"`
+}
+
+// ExecutionCompleted records the handler's output.
+type ExecutionCompleted struct {
+	Output []byte `msgpack:"output,omitempty"` // encoded by the SDK
+}
+
+// ExecutionFailed records why an execution failed.
+type ExecutionFailed struct {
+	Error string      `msgpack:"error"`
+	Code  FailureCode `msgpack:"code"`
+}
+
+// ForkCreated is the first own event of a fork: the fork replays its parent's
+// events 1..At and restores each resource from its selection.
+type ForkCreated struct {
+	Parent     ID              `msgpack:"parent"`
+	At         uint64          `msgpack:"at"`
+	Selections []ForkSelection `msgpack:"selections,omitempty"`
+}
+
+// ForkSelection is what a fork restores one resource from (DESIGN §5).
+type ForkSelection struct {
+	Key        string `msgpack:"key"`
+	Ref        string `msgpack:"ref,omitempty"` // "" = initial environment
+	CapturedAt uint64 `msgpack:"captured_at,omitempty"`
+	Generation uint64 `msgpack:"generation"`
+	Covered    bool   `msgpack:"covered,omitempty"`
+}
+
+// Kind implements Payload.
+func (*ExecutionCreated) Kind() Kind { return KindExecutionCreated }
+
+// Kind implements Payload.
+func (*DispatchStarted) Kind() Kind { return KindDispatchStarted }
+
+// Kind implements Payload.
+func (*StepStarted) Kind() Kind { return KindStepStarted }
+
+// Kind implements Payload.
+func (*StepSucceeded) Kind() Kind { return KindStepSucceeded }
+
+// Kind implements Payload.
+func (*StepFailed) Kind() Kind { return KindStepFailed }
+
+// Kind implements Payload.
+func (*StepCancelled) Kind() Kind { return KindStepCancelled }
+
+// Kind implements Payload.
+func (*StepDenied) Kind() Kind { return KindStepDenied }
+
+// Kind implements Payload.
+func (*ResourceBound) Kind() Kind { return KindResourceBound }
+
+// Kind implements Payload.
+func (*ResourceCaptured) Kind() Kind { return KindResourceCaptured }
+
+// Kind implements Payload.
+func (*ResourceCaptureFailed) Kind() Kind { return KindResourceCaptureFailed }
+
+// Kind implements Payload.
+func (*ExecutionCompleted) Kind() Kind { return KindExecutionCompleted }
+
+// Kind implements Payload.
+func (*ExecutionFailed) Kind() Kind { return KindExecutionFailed }
+
+// Kind implements Payload.
+func (*ForkCreated) Kind() Kind { return KindForkCreated }
+
+var errEmptyStepID = errors.New("empty step id")
+
+func (p *ExecutionCreated) validate() error {
+	if p.Agent == "" {
+		return errors.New("empty agent")
+	}
+	return nil
+}
+
+func (p *DispatchStarted) validate() error {
+	if p.Dispatch == 0 {
+		return errors.New("dispatch count 0 (counts start at 1)")
+	}
+	return nil
+}
+
+func (p *StepStarted) validate() error {
+	switch {
+	case p.StepID == "":
+		return errEmptyStepID
+	case !p.StepKind.Valid():
+		return fmt.Errorf("step %s: unknown step kind %q", p.StepID, p.StepKind)
+	case !p.Idempotency.Valid():
+		return fmt.Errorf("step %s: unknown idempotency %q", p.StepID, p.Idempotency)
+	case p.Attempt == 0:
+		return fmt.Errorf("step %s: attempt 0 (attempts start at 1)", p.StepID)
+	}
+	for _, k := range p.Resources {
+		if k == "" {
+			return fmt.Errorf("step %s: empty resource key", p.StepID)
+		}
+	}
+	return nil
+}
+
+func (p *StepSucceeded) validate() error { return stepIDPresent(p.StepID) }
+func (p *StepFailed) validate() error    { return stepIDPresent(p.StepID) }
+func (p *StepCancelled) validate() error { return stepIDPresent(p.StepID) }
+
+func (p *StepDenied) validate() error {
+	if p.StepID == "" {
+		return errEmptyStepID
+	}
+	if !p.StepKind.Valid() {
+		return fmt.Errorf("step %s: unknown step kind %q", p.StepID, p.StepKind)
+	}
+	return nil
+}
+
+func (p *ResourceBound) validate() error {
+	switch {
+	case p.Key == "":
+		return errors.New("resource.bound: empty key")
+	case p.DriverID == "":
+		return fmt.Errorf("resource %q: empty driver id", p.Key)
+	case p.EverySteps < 1:
+		return fmt.Errorf("resource %q: every_steps %d, must be at least 1", p.Key, p.EverySteps)
+	case len(p.Configuration) > 0 && !json.Valid(p.Configuration):
+		return fmt.Errorf("resource %q: configuration is not JSON", p.Key)
+	case !json.Valid(p.Binding):
+		return fmt.Errorf("resource %q: binding is not JSON", p.Key)
+	}
+	return nil
+}
+
+func (p *ResourceCaptured) validate() error {
+	switch {
+	case p.Key == "":
+		return errors.New("resource.captured: empty key")
+	case p.Ref == "":
+		return fmt.Errorf("resource %q: empty checkpoint ref", p.Key)
+	case !p.Reason.Valid():
+		return fmt.Errorf("resource %q: unknown capture reason %q", p.Key, p.Reason)
+	}
+	return nil
+}
+
+func (p *ResourceCaptureFailed) validate() error {
+	if p.Key == "" {
+		return errors.New("resource.capture_failed: empty key")
+	}
+	if !p.Reason.Valid() {
+		return fmt.Errorf("resource %q: unknown capture reason %q", p.Key, p.Reason)
+	}
+	return nil
+}
+
+func (p *ExecutionCompleted) validate() error { return nil }
+
+func (p *ExecutionFailed) validate() error {
+	if p.Code == "" {
+		return errors.New("execution.failed: empty code")
+	}
+	return nil
+}
+
+func (p *ForkCreated) validate() error {
+	if p.Parent.IsZero() {
+		return errors.New("fork.created: zero parent")
+	}
+	if p.At == 0 {
+		return errors.New("fork.created: at 0")
+	}
+	for i, s := range p.Selections {
+		if s.Key == "" {
+			return fmt.Errorf("fork.created: selection %d: empty key", i)
+		}
+		if i > 0 && p.Selections[i-1].Key >= s.Key {
+			return fmt.Errorf("fork.created: selections not sorted by unique key at %q", s.Key)
+		}
+		if s.Covered && s.Ref == "" {
+			return fmt.Errorf("fork.created: selection %q covered without a ref", s.Key)
+		}
+	}
+	return nil
+}
+
+func stepIDPresent(id string) error {
+	if id == "" {
+		return errEmptyStepID
+	}
+	return nil
+}

@@ -1,0 +1,778 @@
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/forkline/forkline/eventlog"
+)
+
+// storeFormat is the version of the key layout and value encodings, stored
+// under the meta key of every log.
+const storeFormat byte = 1
+
+// ErrNotALog is returned by Open for a folder that holds files but no
+// forkline log.
+var ErrNotALog = errors.New("pebblestore: not a forkline log")
+
+// ErrLocked is returned by Open when another process (or another Open in this
+// process) has the log open.
+var ErrLocked = errors.New("pebblestore: log is in use")
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	noSync bool
+}
+
+// WithoutSync makes appends return before the write-ahead log reaches the
+// disk. A crash may then lose acknowledged appends. For tests and benchmarks.
+func WithoutSync() Option { return func(o *options) { o.noSync = true } }
+
+// Store is the Pebble implementation of eventlog.Log and eventlog.Index.
+type Store struct {
+	db    *pebble.DB
+	write *pebble.WriteOptions
+	dir   string
+
+	// life guards the DB against Close: every operation holds it shared.
+	life struct {
+		sync.RWMutex
+		closed bool
+	}
+	mu struct {
+		sync.Mutex
+		execs map[eventlog.ID]*execution
+	}
+}
+
+var _ eventlog.IndexedLog = (*Store)(nil)
+
+// execution is the cached, in-process state of one execution. Its header and
+// lineage never change; head and index are those of the newest append.
+type execution struct {
+	id      eventlog.ID
+	hdr     header
+	lineage []segment // root first; the last is the execution's own
+
+	mu struct {
+		sync.Mutex
+		loaded bool
+		head   uint64
+		index  *eventlog.IndexState
+	}
+}
+
+// segment is the part of a lineage held by one execution: seqs lo..hi.
+type segment struct {
+	id     eventlog.ID
+	lo, hi uint64
+}
+
+// Open opens (creating it if needed) the log in dir, or an in-memory log when
+// dir is "". A folder that holds other files is refused with ErrNotALog; a
+// log opened elsewhere gives ErrLocked.
+func Open(dir string, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	popts := &pebble.Options{Logger: quietLogger{}}
+	if dir == "" {
+		popts.FS = vfs.NewMem()
+	} else if err := checkFolder(dir); err != nil {
+		return nil, err
+	}
+	name := dir
+	if name == "" {
+		name = "mem"
+	}
+	db, err := pebble.Open(name, popts)
+	if err != nil {
+		if isLockError(err) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+		}
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, dir: dir, write: pebble.Sync}
+	if o.noSync {
+		s.write = pebble.NoSync
+	}
+	s.mu.execs = make(map[eventlog.ID]*execution)
+	if err := s.checkFormat(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkFolder refuses a folder that exists, is not empty and has no Pebble
+// files: opening it would scatter a database among someone else's files.
+func checkFolder(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, "MANIFEST-") || strings.HasPrefix(n, "OPTIONS-") || strings.HasPrefix(n, "marker.") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s holds %d files and no log", ErrNotALog, dir, len(entries))
+}
+
+func isLockError(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
+		errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "lock held by current process")
+}
+
+func (s *Store) checkFormat() error {
+	v, closer, err := s.db.Get(metaFormatKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		// A new log, or a Pebble database that is not ours.
+		it, err := s.db.NewIter(nil)
+		if err != nil {
+			return fmt.Errorf("pebblestore: %w", err)
+		}
+		nonEmpty := it.First()
+		_ = it.Close()
+		if nonEmpty {
+			return fmt.Errorf("%w: %s is a Pebble database without forkline's format key", ErrNotALog, s.dir)
+		}
+		if err := s.db.Set(metaFormatKey, []byte{storeFormat}, pebble.Sync); err != nil {
+			return fmt.Errorf("pebblestore: write format: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pebblestore: read format: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 1 || v[0] != storeFormat {
+		return fmt.Errorf("pebblestore: %s: store format %v, this build reads [%d]", s.dir, v, storeFormat)
+	}
+	return nil
+}
+
+// Close closes the log. Operations still running finish first.
+func (s *Store) Close() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.life.closed {
+		return eventlog.ErrClosed
+	}
+	s.life.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("pebblestore: close: %w", err)
+	}
+	return nil
+}
+
+// enter takes the shared life lock; the caller must call s.life.RUnlock.
+func (s *Store) enter(ctx context.Context) error {
+	s.life.RLock()
+	if s.life.closed {
+		s.life.RUnlock()
+		return eventlog.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		s.life.RUnlock()
+		return err
+	}
+	return nil
+}
+
+// Create implements eventlog.Log.
+func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time) (eventlog.ID, error) {
+	if created == nil {
+		return eventlog.ID{}, fmt.Errorf("%w: nil execution.created", eventlog.ErrInvalid)
+	}
+	if at.IsZero() {
+		at = time.Now()
+	}
+	ev := eventlog.Event{Seq: 1, Time: at, Data: created}
+	rec, err := eventlog.AppendRecord(nil, ev)
+	if err != nil {
+		return eventlog.ID{}, err
+	}
+	if err := s.enter(ctx); err != nil {
+		return eventlog.ID{}, err
+	}
+	defer s.life.RUnlock()
+	id := eventlog.NewID()
+	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at)})
+	if err != nil {
+		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(headerKey(id), hdr, nil)
+	_ = b.Set(eventKey(id, 1), rec, nil)
+	if err := b.Commit(s.write); err != nil {
+		return eventlog.ID{}, fmt.Errorf("pebblestore: create execution: %w", err)
+	}
+	return id, nil
+}
+
+// execution returns the cached state of id, reading its header and those of
+// its ancestors on first use. The caller holds the life lock.
+func (s *Store) execution(id eventlog.ID) (*execution, error) {
+	s.mu.Lock()
+	e, ok := s.mu.execs[id]
+	s.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	hdr, err := s.readHeader(id)
+	if err != nil {
+		return nil, err
+	}
+	e = &execution{id: id, hdr: hdr}
+	if hdr.Parent.IsZero() {
+		e.lineage = []segment{{id: id, lo: 1, hi: math.MaxUint64}}
+	} else {
+		parent, err := s.execution(hdr.Parent)
+		if err != nil {
+			if errors.Is(err, eventlog.ErrNotFound) {
+				return nil, &eventlog.CorruptionError{Execution: id, What: "header", Err: fmt.Errorf("parent %s is missing", hdr.Parent)}
+			}
+			return nil, err
+		}
+		for _, seg := range parent.lineage {
+			if seg.lo > hdr.At {
+				break
+			}
+			seg.hi = min(seg.hi, hdr.At)
+			e.lineage = append(e.lineage, seg)
+		}
+		e.lineage = append(e.lineage, segment{id: id, lo: hdr.At + 1, hi: math.MaxUint64})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.mu.execs[id]; ok {
+		return prev, nil
+	}
+	s.mu.execs[id] = e
+	return e, nil
+}
+
+func (s *Store) readHeader(id eventlog.ID) (header, error) {
+	v, closer, err := s.db.Get(headerKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return header{}, fmt.Errorf("%w: execution %s", eventlog.ErrNotFound, id)
+	}
+	if err != nil {
+		return header{}, fmt.Errorf("pebblestore: execution %s: read header: %w", id, err)
+	}
+	defer closer.Close()
+	var h header
+	if err := decodeValue(v, &h); err != nil {
+		return header{}, &eventlog.CorruptionError{Execution: id, What: "header", Err: err}
+	}
+	if h.Agent == "" || (h.Parent.IsZero() != (h.At == 0)) {
+		return header{}, &eventlog.CorruptionError{Execution: id, What: "header", Err: errors.New("inconsistent header")}
+	}
+	return h, nil
+}
+
+// loadLocked makes e.mu's head and index current. e.mu is held.
+func (s *Store) loadLocked(e *execution) error {
+	if e.mu.loaded {
+		return nil
+	}
+	head, err := s.ownHead(e)
+	if err != nil {
+		return err
+	}
+	states, err := s.resourceStates(e, head)
+	if err != nil {
+		return err
+	}
+	e.mu.head = head
+	e.mu.index = eventlog.NewIndexState(states)
+	e.mu.loaded = true
+	return nil
+}
+
+// ownHead reads the seq of e's newest own event.
+func (s *Store) ownHead(e *execution) (uint64, error) {
+	prefix := executionPrefix(tagEvent, e.id)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return 0, fmt.Errorf("pebblestore: execution %s: %w", e.id, err)
+	}
+	defer it.Close()
+	if !it.Last() {
+		if err := it.Error(); err != nil {
+			return 0, fmt.Errorf("pebblestore: execution %s: read head: %w", e.id, err)
+		}
+		// Every execution is written with its first event in one batch.
+		return 0, &eventlog.CorruptionError{Execution: e.id, What: "log", Err: errors.New("execution has no events")}
+	}
+	k := it.Key()
+	if len(k) != 25 {
+		return 0, &eventlog.CorruptionError{Execution: e.id, What: "event key", Err: fmt.Errorf("key of %d bytes", len(k))}
+	}
+	return eventSeq(k), nil
+}
+
+// Head implements eventlog.Log.
+func (s *Store) Head(ctx context.Context, id eventlog.ID) (uint64, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.life.RUnlock()
+	e, err := s.execution(id)
+	if err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := s.loadLocked(e); err != nil {
+		return 0, err
+	}
+	return e.mu.head, nil
+}
+
+// Info implements eventlog.Log.
+func (s *Store) Info(ctx context.Context, id eventlog.ID) (eventlog.Info, error) {
+	head, err := s.Head(ctx, id)
+	if err != nil {
+		return eventlog.Info{}, err
+	}
+	if err := s.enter(ctx); err != nil {
+		return eventlog.Info{}, err
+	}
+	defer s.life.RUnlock()
+	e, err := s.execution(id)
+	if err != nil {
+		return eventlog.Info{}, err
+	}
+	return e.info(head), nil
+}
+
+func (e *execution) info(head uint64) eventlog.Info {
+	return eventlog.Info{
+		ID: e.id, Agent: e.hdr.Agent, Parent: e.hdr.Parent, ForkSeq: e.hdr.At,
+		Head: head, Created: timeFromNanos(e.hdr.Created),
+	}
+}
+
+// List implements eventlog.Log.
+func (s *Store) List(ctx context.Context) iter.Seq2[eventlog.Info, error] {
+	return func(yield func(eventlog.Info, error) bool) {
+		var ids []eventlog.ID
+		err := func() error {
+			if err := s.enter(ctx); err != nil {
+				return err
+			}
+			defer s.life.RUnlock()
+			it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagHeader}, UpperBound: []byte{tagHeader + 1}})
+			if err != nil {
+				return fmt.Errorf("pebblestore: list: %w", err)
+			}
+			defer it.Close()
+			for ok := it.First(); ok; ok = it.Next() {
+				k := it.Key()
+				if len(k) != 17 {
+					return &eventlog.CorruptionError{What: "header key", Err: fmt.Errorf("key %x", k)}
+				}
+				ids = append(ids, eventlog.ID(k[1:17]))
+			}
+			if err := it.Error(); err != nil {
+				return fmt.Errorf("pebblestore: list: %w", err)
+			}
+			return nil
+		}()
+		if err != nil {
+			yield(eventlog.Info{}, err)
+			return
+		}
+		for _, id := range ids {
+			info, err := s.Info(ctx, id)
+			if err != nil {
+				yield(eventlog.Info{}, err)
+				return
+			}
+			if !yield(info, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Append implements eventlog.Log.
+func (s *Store) Append(ctx context.Context, id eventlog.ID, expectedHead uint64, events ...eventlog.Event) (uint64, error) {
+	if len(events) == 0 {
+		return 0, fmt.Errorf("%w: append of no events to %s", eventlog.ErrInvalid, id)
+	}
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.life.RUnlock()
+	e, err := s.execution(id)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	records := make([][]byte, len(events))
+	for i := range events {
+		ev := events[i]
+		want := expectedHead + uint64(i) + 1
+		if ev.Seq != 0 && ev.Seq != want {
+			return 0, fmt.Errorf("%w: execution %s: event %d of the append has seq %d, its position is %d",
+				eventlog.ErrInvalid, id, i, ev.Seq, want)
+		}
+		switch ev.Kind() {
+		case eventlog.KindExecutionCreated, eventlog.KindForkCreated:
+			return 0, fmt.Errorf("%w: execution %s: %s is written by Create or Fork, not Append",
+				eventlog.ErrInvalid, id, ev.Kind())
+		}
+		ev.Seq = want
+		if ev.Time.IsZero() {
+			ev.Time = now
+		}
+		events[i] = ev
+		if records[i], err = eventlog.AppendRecord(nil, ev); err != nil {
+			return 0, fmt.Errorf("execution %s: %w", id, err)
+		}
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := s.loadLocked(e); err != nil {
+		return 0, err
+	}
+	if e.mu.head != expectedHead {
+		return 0, fmt.Errorf("%w: execution %s: head is %d, expected %d", eventlog.ErrConflict, id, e.mu.head, expectedHead)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for i, ev := range events {
+		_ = b.Set(eventKey(id, ev.Seq), records[i], nil)
+		changed, err := e.mu.index.Apply(ev)
+		if err != nil {
+			e.mu.loaded = false // the index state may hold part of this append
+			return 0, fmt.Errorf("execution %s: seq %d: %w", id, ev.Seq, err)
+		}
+		for _, st := range changed {
+			v, err := encodeIndexValue(st)
+			if err != nil {
+				e.mu.loaded = false
+				return 0, fmt.Errorf("pebblestore: encode index: %w", err)
+			}
+			_ = b.Set(indexKey(id, st.Key, st.Seq), v, nil)
+		}
+	}
+	if err := b.Commit(s.write); err != nil {
+		e.mu.loaded = false
+		return 0, fmt.Errorf("pebblestore: execution %s: append: %w", id, err)
+	}
+	e.mu.head = expectedHead + uint64(len(events))
+	return e.mu.head, nil
+}
+
+// Fork implements eventlog.Log.
+func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eventlog.ForkCreated, t time.Time) (eventlog.ID, error) {
+	if fc == nil {
+		fc = &eventlog.ForkCreated{}
+	}
+	if (!fc.Parent.IsZero() && fc.Parent != parent) || (fc.At != 0 && fc.At != at) {
+		return eventlog.ID{}, fmt.Errorf("%w: fork.created names %s@%d, the fork is of %s@%d",
+			eventlog.ErrInvalid, fc.Parent, fc.At, parent, at)
+	}
+	head, err := s.Head(ctx, parent)
+	if err != nil {
+		return eventlog.ID{}, err
+	}
+	if at == 0 || at > head {
+		return eventlog.ID{}, fmt.Errorf("%w: fork of %s at seq %d: seqs run from 1 to %d",
+			eventlog.ErrInvalid, parent, at, head)
+	}
+	if t.IsZero() {
+		t = time.Now()
+	}
+	created := *fc
+	created.Parent, created.At = parent, at
+	ev := eventlog.Event{Seq: at + 1, Time: t, Data: &created}
+	rec, err := eventlog.AppendRecord(nil, ev)
+	if err != nil {
+		return eventlog.ID{}, err
+	}
+
+	if err := s.enter(ctx); err != nil {
+		return eventlog.ID{}, err
+	}
+	defer s.life.RUnlock()
+	p, err := s.execution(parent)
+	if err != nil {
+		return eventlog.ID{}, err
+	}
+	states, err := s.resourceStates(p, at)
+	if err != nil {
+		return eventlog.ID{}, err
+	}
+	changed, err := eventlog.NewIndexState(states).Apply(ev)
+	if err != nil {
+		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
+	}
+	id := eventlog.NewID()
+	hdr, err := encodeValue(&header{Agent: p.hdr.Agent, Parent: parent, At: at, Created: nanos(t)})
+	if err != nil {
+		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(headerKey(id), hdr, nil)
+	_ = b.Set(eventKey(id, at+1), rec, nil)
+	for _, st := range changed {
+		v, err := encodeIndexValue(st)
+		if err != nil {
+			return eventlog.ID{}, fmt.Errorf("pebblestore: encode index: %w", err)
+		}
+		_ = b.Set(indexKey(id, st.Key, st.Seq), v, nil)
+	}
+	if err := b.Commit(s.write); err != nil {
+		return eventlog.ID{}, fmt.Errorf("pebblestore: fork of %s at seq %d: %w", parent, at, err)
+	}
+	return id, nil
+}
+
+// Events implements eventlog.Log.
+func (s *Store) Events(ctx context.Context, id eventlog.ID, from uint64) iter.Seq2[eventlog.Event, error] {
+	return func(yield func(eventlog.Event, error) bool) {
+		head, err := s.Head(ctx, id)
+		if err != nil {
+			yield(eventlog.Event{}, err)
+			return
+		}
+		if err := s.enter(ctx); err != nil {
+			yield(eventlog.Event{}, err)
+			return
+		}
+		defer s.life.RUnlock()
+		e, err := s.execution(id)
+		if err != nil {
+			yield(eventlog.Event{}, err)
+			return
+		}
+		next := max(from, 1)
+		for _, seg := range e.lineage {
+			hi := min(seg.hi, head)
+			if next > hi {
+				continue
+			}
+			if !s.scanSegment(ctx, seg.id, next, hi, yield) {
+				return
+			}
+			next = hi + 1
+		}
+	}
+}
+
+// scanSegment yields the events lo..hi of execution id, checking that none
+// is missing. It returns false when the caller should stop.
+func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, yield func(eventlog.Event, error) bool) bool {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: eventKey(id, lo),
+		UpperBound: eventKey(id, seqEnd(hi)),
+	})
+	if err != nil {
+		return yield(eventlog.Event{}, fmt.Errorf("pebblestore: execution %s: %w", id, err))
+	}
+	defer it.Close()
+	want := lo
+	for ok := it.First(); ok; ok = it.Next() {
+		if want&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				yield(eventlog.Event{}, err)
+				return false
+			}
+		}
+		k := it.Key()
+		if len(k) != 25 || eventSeq(k) != want {
+			yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")})
+			return false
+		}
+		ev, err := eventlog.DecodeRecord(want, it.Value())
+		if err != nil {
+			yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: err})
+			return false
+		}
+		if !yield(ev, nil) {
+			return false
+		}
+		want++
+	}
+	if err := it.Error(); err != nil {
+		return yield(eventlog.Event{}, fmt.Errorf("pebblestore: execution %s: read: %w", id, err))
+	}
+	if want <= hi {
+		yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")})
+		return false
+	}
+	return true
+}
+
+// ResourceStates implements eventlog.Index.
+func (s *Store) ResourceStates(ctx context.Context, id eventlog.ID, at uint64) ([]eventlog.ResourceState, error) {
+	head, err := s.Head(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if at == 0 || at > head {
+		return nil, fmt.Errorf("%w: execution %s: seq %d: seqs run from 1 to %d", eventlog.ErrInvalid, id, at, head)
+	}
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.life.RUnlock()
+	e, err := s.execution(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.resourceStates(e, at)
+}
+
+// resourceStates reads the newest state at or before at of every resource
+// of e's lineage. The segment holding at has an entry for every resource
+// bound by then: a fork writes one for each inherited resource.
+func (s *Store) resourceStates(e *execution, at uint64) ([]eventlog.ResourceState, error) {
+	var seg segment
+	for _, sg := range e.lineage {
+		if sg.lo <= at && at <= sg.hi {
+			seg = sg
+		}
+	}
+	prefix := executionPrefix(tagIndex, seg.id)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: execution %s: %w", seg.id, err)
+	}
+	defer it.Close()
+	var out []eventlog.ResourceState
+	for ok := it.First(); ok; {
+		key, _, valid := parseIndexKey(it.Key())
+		if !valid {
+			return nil, &eventlog.CorruptionError{Execution: seg.id, What: "index key", Err: fmt.Errorf("key %x", it.Key())}
+		}
+		kp := indexPrefix(seg.id, key)
+		if it.SeekLT(indexKey(seg.id, key, seqEnd(at))) {
+			if k, seq, valid := parseIndexKey(it.Key()); valid && k == key {
+				st, err := decodeIndexValue(key, seq, it.Value())
+				if err != nil {
+					return nil, &eventlog.CorruptionError{Execution: seg.id, Seq: seq, What: "index entry of " + key, Err: err}
+				}
+				out = append(out, st)
+			}
+		}
+		// Skip to the next resource key.
+		ok = it.SeekGE(prefixEnd(kp))
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("pebblestore: execution %s: read index: %w", seg.id, err)
+	}
+	sortStates(out)
+	return out, nil
+}
+
+// ResourceHistory implements eventlog.Index.
+func (s *Store) ResourceHistory(ctx context.Context, id eventlog.ID, key string, after uint64) iter.Seq2[eventlog.ResourceState, error] {
+	return func(yield func(eventlog.ResourceState, error) bool) {
+		head, err := s.Head(ctx, id)
+		if err != nil {
+			yield(eventlog.ResourceState{}, err)
+			return
+		}
+		if err := s.enter(ctx); err != nil {
+			yield(eventlog.ResourceState{}, err)
+			return
+		}
+		defer s.life.RUnlock()
+		e, err := s.execution(id)
+		if err != nil {
+			yield(eventlog.ResourceState{}, err)
+			return
+		}
+		for _, seg := range e.lineage {
+			hi := min(seg.hi, head)
+			lo := max(seg.lo, after+1)
+			if lo > hi {
+				continue
+			}
+			if !s.scanIndex(seg.id, key, lo, hi, yield) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Store) scanIndex(id eventlog.ID, key string, lo, hi uint64, yield func(eventlog.ResourceState, error) bool) bool {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: indexKey(id, key, lo),
+		UpperBound: indexKey(id, key, seqEnd(hi)),
+	})
+	if err != nil {
+		return yield(eventlog.ResourceState{}, fmt.Errorf("pebblestore: execution %s: %w", id, err))
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k, seq, valid := parseIndexKey(it.Key())
+		if !valid || k != key {
+			yield(eventlog.ResourceState{}, &eventlog.CorruptionError{Execution: id, What: "index key", Err: fmt.Errorf("key %x", it.Key())})
+			return false
+		}
+		st, err := decodeIndexValue(key, seq, it.Value())
+		if err != nil {
+			yield(eventlog.ResourceState{}, &eventlog.CorruptionError{Execution: id, Seq: seq, What: "index entry of " + key, Err: err})
+			return false
+		}
+		if !yield(st, nil) {
+			return false
+		}
+	}
+	if err := it.Error(); err != nil {
+		return yield(eventlog.ResourceState{}, fmt.Errorf("pebblestore: execution %s: read index: %w", id, err))
+	}
+	return true
+}
+
+func sortStates(states []eventlog.ResourceState) {
+	slices.SortFunc(states, func(a, b eventlog.ResourceState) int { return strings.Compare(a.Key, b.Key) })
+}
+
+// Dir returns the folder the log is in ("" for an in-memory log).
+func (s *Store) Dir() string { return s.dir }
+
+// quietLogger drops Pebble's informational messages and keeps its errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	pebble.DefaultLogger.Fatalf(format, args...)
+}
+
+var _ io.Closer = (*Store)(nil)

@@ -1,0 +1,121 @@
+package pebblestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// valueVersion starts every header and index value; with the CRC-32C that
+// follows it, a value is [version][crc of the rest][msgpack].
+const valueVersion byte = 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// header is the immutable record of one execution.
+type header struct {
+	Agent   string      `msgpack:"agent"`
+	Parent  eventlog.ID `msgpack:"parent"`
+	At      uint64      `msgpack:"at,omitempty"`
+	Created int64       `msgpack:"created"` // Unix nanoseconds
+}
+
+// indexValue is an eventlog.ResourceState without the key and seq, which
+// live in the index key.
+type indexValue struct {
+	Generation    uint64   `msgpack:"generation"`
+	InFlight      []string `msgpack:"in_flight,omitempty"`
+	CoverageReuse bool     `msgpack:"coverage_reuse,omitempty"`
+	Bound         uint64   `msgpack:"bound"`
+	Ref           string   `msgpack:"ref,omitempty"`
+	RefAt         uint64   `msgpack:"ref_at,omitempty"`
+	RefGeneration uint64   `msgpack:"ref_generation,omitempty"`
+}
+
+func encodeValue(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Write([]byte{valueVersion, 0, 0, 0, 0})
+	enc := msgpack.GetEncoder()
+	enc.Reset(&buf)
+	err := enc.Encode(v)
+	msgpack.PutEncoder(enc)
+	if err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	binary.BigEndian.PutUint32(b[1:5], crc32.Checksum(b[5:], castagnoli))
+	return b, nil
+}
+
+func decodeValue(b []byte, v any) error {
+	if len(b) < 5 {
+		return fmt.Errorf("value of %d bytes is shorter than its header", len(b))
+	}
+	if b[0] != valueVersion {
+		return fmt.Errorf("value version %d, this build reads %d", b[0], valueVersion)
+	}
+	if got, want := crc32.Checksum(b[5:], castagnoli), binary.BigEndian.Uint32(b[1:5]); got != want {
+		return fmt.Errorf("checksum %08x, stored %08x", got, want)
+	}
+	r := bytes.NewReader(b[5:])
+	dec := msgpack.GetDecoder()
+	dec.Reset(r)
+	dec.DisallowUnknownFields(true)
+	err := dec.Decode(v)
+	msgpack.PutDecoder(dec)
+	if err != nil {
+		return err
+	}
+	if r.Len() != 0 {
+		return errors.New("trailing bytes")
+	}
+	return nil
+}
+
+func encodeIndexValue(st eventlog.ResourceState) ([]byte, error) {
+	return encodeValue(&indexValue{
+		Generation:    st.Generation,
+		InFlight:      st.InFlight,
+		CoverageReuse: st.CoverageReuse,
+		Bound:         st.Bound,
+		Ref:           st.Latest.Ref,
+		RefAt:         st.Latest.At,
+		RefGeneration: st.Latest.Generation,
+	})
+}
+
+func decodeIndexValue(key string, seq uint64, b []byte) (eventlog.ResourceState, error) {
+	var v indexValue
+	if err := decodeValue(b, &v); err != nil {
+		return eventlog.ResourceState{}, err
+	}
+	return eventlog.ResourceState{
+		Key:           key,
+		Seq:           seq,
+		Generation:    v.Generation,
+		InFlight:      v.InFlight,
+		CoverageReuse: v.CoverageReuse,
+		Bound:         v.Bound,
+		Latest:        eventlog.Checkpoint{Ref: v.Ref, At: v.RefAt, Generation: v.RefGeneration},
+	}, nil
+}
+
+func timeFromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
