@@ -35,6 +35,14 @@ type Log interface {
 	// written. It returns the new head.
 	Append(ctx context.Context, id ID, expectedHead uint64, events ...Event) (uint64, error)
 
+	// AppendUnsynced is Append without waiting for the disk: it returns once
+	// the events are written in order, and they become durable no later than
+	// the next synced write of the log (of any execution). A crash may lose
+	// them, and then everything after them, never a part of a later group.
+	// DESIGN §4 uses it for a safe_to_retry step.started, whose loss only
+	// means the step runs again.
+	AppendUnsynced(ctx context.Context, id ID, expectedHead uint64, events ...Event) (uint64, error)
+
 	// Events yields the lineage of id from seq from (1 = all) up to the head
 	// at the time of the call. The error is yielded at most once, and last.
 	// Breaking out of the loop releases what the read holds. The events are

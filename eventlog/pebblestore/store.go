@@ -423,6 +423,16 @@ func (s *Store) List(ctx context.Context) iter.Seq2[eventlog.Info, error] {
 
 // Append implements eventlog.Log.
 func (s *Store) Append(ctx context.Context, id eventlog.ID, expectedHead uint64, events ...eventlog.Event) (uint64, error) {
+	return s.append(ctx, id, expectedHead, s.write, events)
+}
+
+// AppendUnsynced implements eventlog.Log. Pebble's write-ahead log is
+// ordered, so a later synced commit makes these events durable too.
+func (s *Store) AppendUnsynced(ctx context.Context, id eventlog.ID, expectedHead uint64, events ...eventlog.Event) (uint64, error) {
+	return s.append(ctx, id, expectedHead, pebble.NoSync, events)
+}
+
+func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64, wo *pebble.WriteOptions, events []eventlog.Event) (uint64, error) {
 	if len(events) == 0 {
 		return 0, fmt.Errorf("%w: append of no events to %s", eventlog.ErrInvalid, id)
 	}
@@ -484,7 +494,7 @@ func (s *Store) Append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 			_ = b.Set(indexKey(id, st.Key, st.Seq), v, nil)
 		}
 	}
-	if err := b.Commit(s.write); err != nil {
+	if err := b.Commit(wo); err != nil {
 		e.mu.loaded = false
 		return 0, fmt.Errorf("pebblestore: execution %s: append: %w", id, err)
 	}
