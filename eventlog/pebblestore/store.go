@@ -445,6 +445,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		return 0, err
 	}
 	now := time.Now()
+	events = slices.Clone(events) // seqs and times are set on a copy, not the caller's slice
 	records := make([][]byte, len(events))
 	for i := range events {
 		ev := events[i]
