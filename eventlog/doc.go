@@ -18,7 +18,7 @@
 //
 // # Format
 //
-// A record is [FormatVersion], the kind code, a CRC-32C of the rest, the time
+// A record is [FormatVersion], the kind code, a CRC-32C of all but itself, the time
 // in Unix nanoseconds and the payload as a msgpack map keyed by the field tags
 // of the payload structs. Kind codes and field tags are pinned by a test: a
 // change to them is a new FormatVersion. [DecodeRecord] rejects an unknown
