@@ -96,16 +96,14 @@ func DecodeRecord(seq uint64, b []byte) (Event, error) {
 	if nanos := int64(binary.BigEndian.Uint64(b[6:14])); nanos != 0 {
 		ev.Time = time.Unix(0, nanos).UTC()
 	}
+	if err := checkSizes(b[recordHeaderLen:]); err != nil {
+		return Event{}, fmt.Errorf("%w: %s payload: %v", ErrCorrupt, kind, err)
+	}
 	r := bytes.NewReader(b[recordHeaderLen:])
 	dec := msgpack.GetDecoder()
 	dec.Reset(r)
 	dec.DisallowUnknownFields(true)
-	var err error
-	if fc, ok := ev.Data.(*ForkCreated); ok {
-		err = decodeForkCreated(dec, fc)
-	} else {
-		err = dec.Decode(ev.Data)
-	}
+	err := dec.Decode(ev.Data)
 	msgpack.PutDecoder(dec)
 	if err != nil {
 		return Event{}, fmt.Errorf("%w: %s payload: %v", ErrCorrupt, kind, err)
@@ -119,43 +117,99 @@ func DecodeRecord(seq uint64, b []byte) (Event, error) {
 	return ev, nil
 }
 
-// forkCreatedWire is ForkCreated as it is decoded: msgpack v5.4.1 allocates
-// a slice of structs at the length a record declares, before reading any
-// element (its alloc limit test is inverted), so a 17-byte record claiming
-// four billion selections would exhaust memory. selectionsWire grows with
-// what is actually read.
-type forkCreatedWire struct {
-	Parent     ID             `msgpack:"parent"`
-	At         uint64         `msgpack:"at"`
-	Selections selectionsWire `msgpack:"selections,omitempty"`
-}
-
-type selectionsWire []ForkSelection
-
-// DecodeMsgpack implements msgpack.CustomDecoder.
-func (s *selectionsWire) DecodeMsgpack(dec *msgpack.Decoder) error {
-	n, err := dec.DecodeArrayLen()
-	if err != nil || n < 0 {
-		*s = nil
-		return err
+// checkSizes walks the msgpack values in p and fails if a declared length
+// runs past the end of p. msgpack v5.4.1 allocates what a length declares
+// before reading: a []byte field at its full length, a slice of structs at
+// its full count (its alloc-limit test is inverted), so a 30-byte record
+// claiming a 4 GiB string or 2^32 fork selections would exhaust memory.
+// After this check every allocation is bounded by a multiple of len(p).
+// The walk keeps a count of values still to read, not a stack, so deep
+// nesting cannot exhaust the goroutine stack either.
+func checkSizes(p []byte) error {
+	pos, pending := 0, 1
+	need := func(n uint64) error {
+		if n > uint64(len(p)-pos) {
+			return fmt.Errorf("msgpack length %d at byte %d runs past the end (%d bytes left)", n, pos, len(p)-pos)
+		}
+		return nil
 	}
-	out := make([]ForkSelection, 0, min(n, 16))
-	for range n {
-		var sel ForkSelection
-		if err := dec.Decode(&sel); err != nil {
+	length := func(width int) (uint64, error) {
+		if err := need(uint64(width)); err != nil {
+			return 0, err
+		}
+		var n uint64
+		for _, c := range p[pos : pos+width] {
+			n = n<<8 | uint64(c)
+		}
+		pos += width
+		return n, nil
+	}
+	for ; pending > 0; pending-- {
+		if err := need(1); err != nil {
 			return err
 		}
-		out = append(out, sel)
+		c := p[pos]
+		pos++
+		var skip, items uint64 // bytes to skip; values that follow
+		var err error
+		switch {
+		case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+		case c >= 0x80 && c <= 0x8f:
+			items = 2 * uint64(c&0x0f)
+		case c >= 0x90 && c <= 0x9f:
+			items = uint64(c & 0x0f)
+		case c >= 0xa0 && c <= 0xbf:
+			skip = uint64(c & 0x1f)
+		case c == 0xc4 || c == 0xd9: // bin8, str8
+			skip, err = length(1)
+		case c == 0xc5 || c == 0xda: // bin16, str16
+			skip, err = length(2)
+		case c == 0xc6 || c == 0xdb: // bin32, str32
+			skip, err = length(4)
+		case c == 0xc7: // ext8: length, type, data
+			skip, err = length(1)
+			skip++
+		case c == 0xc8: // ext16
+			skip, err = length(2)
+			skip++
+		case c == 0xc9: // ext32
+			skip, err = length(4)
+			skip++
+		case c == 0xca || c == 0xce || c == 0xd2: // float32, uint32, int32
+			skip = 4
+		case c == 0xcb || c == 0xcf || c == 0xd3: // float64, uint64, int64
+			skip = 8
+		case c == 0xcc || c == 0xd0: // uint8, int8
+			skip = 1
+		case c == 0xcd || c == 0xd1: // uint16, int16
+			skip = 2
+		case c >= 0xd4 && c <= 0xd8: // fixext 1, 2, 4, 8, 16: type and data
+			skip = 1 + 1<<(c-0xd4)
+		case c == 0xdc: // array16
+			items, err = length(2)
+		case c == 0xdd: // array32
+			items, err = length(4)
+		case c == 0xde: // map16
+			items, err = length(2)
+			items *= 2
+		case c == 0xdf: // map32
+			items, err = length(4)
+			items *= 2
+		default: // 0xc1 is never used
+			return fmt.Errorf("msgpack code %#02x at byte %d is not used", c, pos-1)
+		}
+		if err != nil {
+			return err
+		}
+		if err := need(skip); err != nil {
+			return err
+		}
+		pos += int(skip)
+		// Every value takes at least one byte.
+		if err := need(items + uint64(pending-1)); err != nil {
+			return err
+		}
+		pending += int(items)
 	}
-	*s = out
-	return nil
-}
-
-func decodeForkCreated(dec *msgpack.Decoder, fc *ForkCreated) error {
-	var w forkCreatedWire
-	if err := dec.Decode(&w); err != nil {
-		return err
-	}
-	*fc = ForkCreated{Parent: w.Parent, At: w.At, Selections: w.Selections}
 	return nil
 }

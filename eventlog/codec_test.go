@@ -347,6 +347,12 @@ func TestDecodeRecordRejectsMalformedPayloads(t *testing.T) {
 		{"huge declared length", eventlog.KindExecutionCreated, []byte{0x81, 0xa5, 'a', 'g', 'e', 'n', 't', 0xdb, 0xff, 0xff, 0xff, 0xff}},
 		{"huge map", eventlog.KindExecutionCreated, []byte{0xdf, 0xff, 0xff, 0xff, 0xff}},
 		{"huge selections", eventlog.KindForkCreated, hugeSelections(0xffffffff)},
+		{"huge bin", eventlog.KindExecutionCompleted, []byte{0x81, 0xa6, 'o', 'u', 't', 'p', 'u', 't', 0xc6, 0xff, 0xff, 0xff, 0xff}},
+		{"huge ext", eventlog.KindExecutionCompleted, []byte{0x81, 0xa6, 'o', 'u', 't', 'p', 'u', 't', 0xc9, 0xff, 0xff, 0xff, 0xff, 1}},
+		{"unused code", eventlog.KindExecutionCompleted, []byte{0x81, 0xa6, 'o', 'u', 't', 'p', 'u', 't', 0xc1}},
+		{"ext value", eventlog.KindExecutionCompleted, []byte{0x81, 0xa6, 'o', 'u', 't', 'p', 'u', 't', 0xd4, 1, 0}},
+		{"deep nesting", eventlog.KindExecutionCreated, append(bytes.Repeat([]byte{0x91}, 1<<20), 0)},
+		{"map missing its values", eventlog.KindExecutionCreated, []byte{0x82, 0xa5, 'a', 'g', 'e', 'n', 't', 0xa1, 'c'}},
 	} {
 		wantCorrupt(t, c.name, sealRecord(eventlog.FormatVersion, c.kind, 1, c.payload))
 	}
@@ -363,17 +369,27 @@ func hugeSelections(n uint32) []byte {
 // record holds: a 17-byte payload that claims a million selections must not
 // cost megabytes (and one that claims four billion must not crash).
 func TestDecodeRecordBoundsAllocation(t *testing.T) {
-	rec := sealRecord(eventlog.FormatVersion, eventlog.KindForkCreated, 1, hugeSelections(1<<20))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	_, err := eventlog.DecodeRecord(1, rec)
-	runtime.ReadMemStats(&after)
-	if !errors.Is(err, eventlog.ErrCorrupt) {
-		t.Errorf("DecodeRecord = %v, want ErrCorrupt", err)
-	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
-		t.Errorf("decoding a %d-byte record allocated %d bytes", len(rec), n)
+	for _, c := range []struct {
+		name string
+		rec  []byte
+	}{
+		{"a million selections", sealRecord(eventlog.FormatVersion, eventlog.KindForkCreated, 1, hugeSelections(1<<20))},
+		{"a 1 GiB output", sealRecord(eventlog.FormatVersion, eventlog.KindExecutionCompleted, 1,
+			[]byte{0x81, 0xa6, 'o', 'u', 't', 'p', 'u', 't', 0xc6, 0x40, 0, 0, 0, 'x'})},
+		{"a million resources", sealRecord(eventlog.FormatVersion, eventlog.KindStepStarted, 1,
+			[]byte{0x81, 0xa9, 'r', 'e', 's', 'o', 'u', 'r', 'c', 'e', 's', 0xdd, 0, 0x10, 0, 0, 0xa1, 'k'})},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := eventlog.DecodeRecord(1, c.rec)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, eventlog.ErrCorrupt) {
+			t.Errorf("%s: DecodeRecord = %v, want ErrCorrupt", c.name, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+			t.Errorf("%s: decoding a %d-byte record allocated %d bytes", c.name, len(c.rec), n)
+		}
 	}
 }
 

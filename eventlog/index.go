@@ -50,7 +50,7 @@ type IndexState struct {
 func NewIndexState(states []ResourceState) *IndexState {
 	s := &IndexState{res: make(map[string]*ResourceState, len(states))}
 	for _, st := range states {
-		st := st
+		st := st.clone()
 		s.res[st.Key] = &st
 		s.keys = append(s.keys, st.Key)
 	}
@@ -62,13 +62,20 @@ func NewIndexState(states []ResourceState) *IndexState {
 func (s *IndexState) States() []ResourceState {
 	out := make([]ResourceState, 0, len(s.keys))
 	for _, k := range s.keys {
-		out = append(out, *s.res[k])
+		out = append(out, s.res[k].clone())
 	}
 	return out
 }
 
+// clone returns a copy of st that shares no memory with it.
+func (st *ResourceState) clone() ResourceState {
+	c := *st
+	c.InFlight = slices.Clone(st.InFlight)
+	return c
+}
+
 // Apply folds ev into the state and returns the states it changed, sorted by
-// key, each with Seq = ev.Seq. An event that contradicts the state (a capture
+// key, each with Seq = ev.Seq. The returned states are the caller's. An event that contradicts the state (a capture
 // of a resource that is not bound, a fork whose selections do not match the
 // bound resources) is an error wrapping ErrInvalid, and the state is
 // unchanged.
@@ -90,7 +97,7 @@ func (s *IndexState) Apply(ev Event) ([]ResourceState, error) {
 			st.Latest = Checkpoint{Ref: p.From, At: ev.Seq, Generation: st.Generation}
 		}
 		st.Seq = ev.Seq
-		return []ResourceState{*st}, nil
+		return []ResourceState{st.clone()}, nil
 
 	case *StepStarted:
 		for _, k := range p.Resources {
@@ -109,7 +116,7 @@ func (s *IndexState) Apply(ev Event) ([]ResourceState, error) {
 				st.InFlight = slices.Insert(slices.Clone(st.InFlight), i, p.StepID)
 			}
 			st.Seq = ev.Seq
-			out = append(out, *st)
+			out = append(out, st.clone())
 		}
 		return out, nil
 
@@ -131,7 +138,7 @@ func (s *IndexState) Apply(ev Event) ([]ResourceState, error) {
 		}
 		st.Latest = Checkpoint{Ref: p.Ref, At: ev.Seq, Generation: p.Generation}
 		st.Seq = ev.Seq
-		return []ResourceState{*st}, nil
+		return []ResourceState{st.clone()}, nil
 
 	case *ForkCreated:
 		if len(p.Selections) != len(s.keys) {
@@ -155,7 +162,7 @@ func (s *IndexState) Apply(ev Event) ([]ResourceState, error) {
 				st.Latest = Checkpoint{Ref: sel.Ref, At: sel.CapturedAt, Generation: st.Generation}
 			}
 			st.Seq = ev.Seq
-			out = append(out, *st)
+			out = append(out, st.clone())
 		}
 		return out, nil
 	}
@@ -176,7 +183,7 @@ func (s *IndexState) land(seq uint64, stepID string) []ResourceState {
 			st.InFlight = nil
 		}
 		st.Seq = seq
-		out = append(out, *st)
+		out = append(out, st.clone())
 	}
 	return out
 }

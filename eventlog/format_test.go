@@ -1,0 +1,306 @@
+package eventlog_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/google/go-cmp/cmp"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/ instead of comparing with them")
+
+// pinnedKinds is the kind table of the on-disk format: code and wire name.
+var pinnedKinds = []struct {
+	code byte
+	name string
+}{
+	{1, "execution.created"},
+	{2, "dispatch.started"},
+	{3, "step.started"},
+	{4, "step.succeeded"},
+	{5, "step.failed"},
+	{6, "step.cancelled"},
+	{7, "step.denied"},
+	{8, "resource.bound"},
+	{9, "resource.captured"},
+	{10, "resource.capture_failed"},
+	{11, "execution.completed"},
+	{12, "execution.failed"},
+	{13, "fork.created"},
+}
+
+// pinnedFields lists, per payload struct, every field as "Name GoType tag".
+// The Go type is pinned too: it decides the msgpack encoding (an int field
+// turned into a string would still carry the same tag).
+var pinnedFields = map[reflect.Type][]string{
+	reflect.TypeFor[eventlog.ExecutionCreated](): {"Agent string agent", "Input []uint8 input,omitempty"},
+	reflect.TypeFor[eventlog.DispatchStarted]():  {"Dispatch uint64 dispatch"},
+	reflect.TypeFor[eventlog.StepStarted](): {
+		"StepID string step_id", "StepKind eventlog.StepKind step_kind", "Target string target",
+		"Args []uint8 args,omitempty", "Resources []string resources,omitempty",
+		"Idempotency eventlog.Idempotency idempotency", "Attempt uint32 attempt",
+	},
+	reflect.TypeFor[eventlog.StepSucceeded](): {"StepID string step_id", "Result []uint8 result,omitempty"},
+	reflect.TypeFor[eventlog.StepFailed](): {
+		"StepID string step_id", "Error string error", "Indeterminate bool indeterminate,omitempty",
+	},
+	reflect.TypeFor[eventlog.StepCancelled](): {"StepID string step_id"},
+	reflect.TypeFor[eventlog.StepDenied](): {
+		"StepID string step_id", "StepKind eventlog.StepKind step_kind", "Target string target", "Reason string reason",
+	},
+	reflect.TypeFor[eventlog.ResourceBound](): {
+		"Key string key", "DriverID string driver_id", "Configuration json.RawMessage configuration,omitempty",
+		"Binding json.RawMessage binding", "From string from,omitempty", "EverySteps int every_steps",
+		"OnCompletion bool on_completion", "CoverageReuse bool coverage_reuse,omitempty",
+	},
+	reflect.TypeFor[eventlog.ResourceCaptured](): {
+		"Key string key", "Ref string ref", "Generation uint64 generation", "Reason eventlog.CaptureReason reason",
+	},
+	reflect.TypeFor[eventlog.ResourceCaptureFailed](): {
+		"Key string key", "Reason eventlog.CaptureReason reason", "Error string error",
+	},
+	reflect.TypeFor[eventlog.ExecutionCompleted](): {"Output []uint8 output,omitempty"},
+	reflect.TypeFor[eventlog.ExecutionFailed]():    {"Error string error", "Code eventlog.FailureCode code"},
+	reflect.TypeFor[eventlog.ForkCreated](): {
+		"Parent eventlog.ID parent", "At uint64 at", "Selections []eventlog.ForkSelection selections,omitempty",
+	},
+	reflect.TypeFor[eventlog.ForkSelection](): {
+		"Key string key", "Ref string ref,omitempty", "CapturedAt uint64 captured_at,omitempty",
+		"Generation uint64 generation", "Covered bool covered,omitempty",
+	},
+}
+
+// pinnedKeys is the set of map keys each kind's payload is encoded with:
+// all of them for fullEvents, the ones without omitempty for minimalEvents.
+var pinnedKeys = map[eventlog.Kind][2][]string{
+	eventlog.KindExecutionCreated:      {{"agent", "input"}, {"agent"}},
+	eventlog.KindDispatchStarted:       {{"dispatch"}, {"dispatch"}},
+	eventlog.KindStepStarted:           {{"args", "attempt", "idempotency", "resources", "step_id", "step_kind", "target"}, {"attempt", "idempotency", "step_id", "step_kind", "target"}},
+	eventlog.KindStepSucceeded:         {{"result", "step_id"}, {"step_id"}},
+	eventlog.KindStepFailed:            {{"error", "indeterminate", "step_id"}, {"error", "step_id"}},
+	eventlog.KindStepCancelled:         {{"step_id"}, {"step_id"}},
+	eventlog.KindStepDenied:            {{"reason", "step_id", "step_kind", "target"}, {"reason", "step_id", "step_kind", "target"}},
+	eventlog.KindResourceBound:         {{"binding", "configuration", "coverage_reuse", "driver_id", "every_steps", "from", "key", "on_completion"}, {"binding", "driver_id", "every_steps", "key", "on_completion"}},
+	eventlog.KindResourceCaptured:      {{"generation", "key", "reason", "ref"}, {"generation", "key", "reason", "ref"}},
+	eventlog.KindResourceCaptureFailed: {{"error", "key", "reason"}, {"error", "key", "reason"}},
+	eventlog.KindExecutionCompleted:    {{"output"}, {}},
+	eventlog.KindExecutionFailed:       {{"code", "error"}, {"code", "error"}},
+	eventlog.KindForkCreated:           {{"at", "parent", "selections"}, {"at", "parent"}},
+}
+
+// TestFormatPinned fails on any change to the persisted event format: kind
+// codes and names, the version byte, the record header, field tags and
+// types, enum values, and the exact bytes of one record per kind (golden).
+// A failure here means: bump FormatVersion and keep a decoder for the old
+// one, or undo the change.
+func TestFormatPinned(t *testing.T) {
+	t.Run("version", func(t *testing.T) {
+		if eventlog.FormatVersion != 1 {
+			t.Errorf("FormatVersion = %d, pinned 1", eventlog.FormatVersion)
+		}
+	})
+
+	t.Run("kinds", func(t *testing.T) {
+		kinds := eventlog.Kinds()
+		if len(kinds) != len(pinnedKinds) {
+			t.Fatalf("Kinds() has %d kinds, pinned %d", len(kinds), len(pinnedKinds))
+		}
+		for i, pk := range pinnedKinds {
+			k := kinds[i]
+			if byte(k) != pk.code || k.String() != pk.name {
+				t.Errorf("kind %d: code %d name %q, pinned %d %q", i, byte(k), k, pk.code, pk.name)
+			}
+			if !k.Valid() {
+				t.Errorf("%s: not Valid", k)
+			}
+			if p, err := eventlog.ParseKind(pk.name); err != nil || p != k {
+				t.Errorf("ParseKind(%q) = %v, %v", pk.name, p, err)
+			}
+		}
+		for _, code := range []byte{0, 14, 255} {
+			k := eventlog.Kind(code)
+			if k.Valid() || k.String() != fmt.Sprintf("kind(%d)", code) {
+				t.Errorf("Kind(%d): Valid %v String %q", code, k.Valid(), k)
+			}
+		}
+		if _, err := eventlog.ParseKind("step.exploded"); err == nil {
+			t.Error("ParseKind accepted an unknown name")
+		}
+	})
+
+	t.Run("payload types", func(t *testing.T) {
+		for _, ev := range fullEvents() {
+			typ := reflect.TypeOf(ev.Data).Elem()
+			if _, ok := pinnedFields[typ]; !ok {
+				t.Errorf("%s: payload type %s is not pinned", ev.Kind(), typ)
+			}
+			if ev.Data.Kind() != ev.Kind() {
+				t.Errorf("%s: Data.Kind() = %s", ev.Kind(), ev.Data.Kind())
+			}
+		}
+	})
+
+	t.Run("field tags", func(t *testing.T) {
+		for typ, want := range pinnedFields {
+			var got []string
+			for f := range typ.Fields() {
+				got = append(got, fmt.Sprintf("%s %s %s", f.Name, f.Type, f.Tag.Get("msgpack")))
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s fields (-pinned +now):\n%s", typ, d)
+			}
+		}
+	})
+
+	t.Run("enum values", func(t *testing.T) {
+		got := []string{
+			string(eventlog.StepTool), string(eventlog.StepLocal), string(eventlog.StepLLM),
+			string(eventlog.SafeToRetry), string(eventlog.AtMostOnce),
+			string(eventlog.CaptureBaseline), string(eventlog.CaptureSteps), string(eventlog.CaptureCompletion),
+			string(eventlog.FailHandler), string(eventlog.FailPanic), string(eventlog.FailCheckpointUnavailable),
+			string(eventlog.FailResourceMismatch), string(eventlog.FailResource),
+		}
+		want := []string{
+			"tool", "local", "llm",
+			"safe_to_retry", "at_most_once",
+			"baseline", "steps", "completion",
+			"handler", "panic", "checkpoint_unavailable", "resource_mismatch", "resource",
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("enum values (-pinned +now):\n%s", d)
+		}
+	})
+
+	t.Run("header layout", func(t *testing.T) {
+		for _, ev := range fullEvents() {
+			rec := mustRecord(ev)
+			if rec[0] != 1 {
+				t.Errorf("%s: byte 0 = %d, want the format version 1", ev.Kind(), rec[0])
+			}
+			if rec[1] != byte(ev.Kind()) {
+				t.Errorf("%s: byte 1 = %d, want the kind code %d", ev.Kind(), rec[1], byte(ev.Kind()))
+			}
+			if got, want := binary.BigEndian.Uint32(rec[2:6]), recordChecksum(rec); got != want {
+				t.Errorf("%s: bytes 2:6 = %08x, want CRC-32C of [0:2]+[6:] %08x", ev.Kind(), got, want)
+			}
+			if got := int64(binary.BigEndian.Uint64(rec[6:14])); got != ev.Time.UnixNano() {
+				t.Errorf("%s: bytes 6:14 = %d, want Unix nanoseconds %d", ev.Kind(), got, ev.Time.UnixNano())
+			}
+		}
+		ev := minimalEvents()[0]
+		if rec := mustRecord(ev); binary.BigEndian.Uint64(rec[6:14]) != 0 {
+			t.Errorf("zero time encoded as %x, want 0", rec[6:14])
+		}
+	})
+
+	t.Run("encoded keys", func(t *testing.T) {
+		for i, set := range [][]eventlog.Event{fullEvents(), minimalEvents()} {
+			for _, ev := range set {
+				m := payloadMap(t, mustRecord(ev))
+				got := slices.Sorted(mapKeys(m))
+				if d := cmp.Diff(pinnedKeys[ev.Kind()][i], got, cmpEmpty); d != "" {
+					t.Errorf("%s (set %d) keys (-pinned +now):\n%s", ev.Kind(), i, d)
+				}
+			}
+		}
+		// The parent ID is stored as msgpack bin holding its text form (ID
+		// is an encoding.TextMarshaler); selections as maps.
+		m := payloadMap(t, mustRecord(fullEvents()[12]))
+		if p, ok := m["parent"].([]byte); !ok || string(p) != sampleParent.String() {
+			t.Errorf("parent encoded as %#v, want bin %q", m["parent"], sampleParent.String())
+		}
+		sel := m["selections"].([]any)[0].(map[string]any)
+		want := []string{"captured_at", "covered", "generation", "key", "ref"}
+		if got := slices.Sorted(mapKeys(sel)); !slices.Equal(got, want) {
+			t.Errorf("selection keys %v, pinned %v", got, want)
+		}
+	})
+
+	t.Run("golden records", func(t *testing.T) {
+		checkGolden(t, filepath.Join("testdata", "records.golden"), goldenRecords())
+	})
+}
+
+var cmpEmpty = cmp.Comparer(func(a, b []string) bool { return slices.Equal(a, b) })
+
+func mapKeys(m map[string]any) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// goldenRecords is the text of testdata/records.golden.
+func goldenRecords() string {
+	var b strings.Builder
+	b.WriteString("# The exact record of each sample event (fullEvents in sample_test.go),\n")
+	b.WriteString("# one line per kind: wire name, then the record in hex. Any change here is\n")
+	b.WriteString("# a change to the on-disk format. Regenerate with\n")
+	b.WriteString("#   go test ./eventlog -run TestFormatPinned -rewrite\n")
+	b.WriteString("# only together with a new FormatVersion.\n")
+	for _, ev := range fullEvents() {
+		fmt.Fprintf(&b, "%s %s\n", ev.Kind(), hex.EncodeToString(mustRecord(ev)))
+	}
+	return b.String()
+}
+
+// checkGolden compares got with the file, or rewrites the file with -rewrite.
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -rewrite to create it)", err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s differs (-file +now):\n%s", path, d)
+	}
+	// Every golden record also decodes to its sample event: the file is read
+	// back by this build, not only written by it.
+	sc := bufio.NewScanner(strings.NewReader(string(want)))
+	sc.Buffer(nil, 1<<20)
+	evs := fullEvents()
+	i := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, hx, ok := strings.Cut(line, " ")
+		if !ok || i >= len(evs) {
+			t.Fatalf("%s: unexpected line %q", path, line)
+		}
+		rec, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", path, name, err)
+		}
+		ev, err := eventlog.DecodeRecord(evs[i].Seq, rec)
+		if err != nil {
+			t.Errorf("%s: %s: %v", path, name, err)
+		} else if d := eventDiff(evs[i], ev); d != "" || ev.Kind().String() != name {
+			t.Errorf("%s: %s decodes as %s (-want +got):\n%s", path, name, ev.Kind(), d)
+		}
+		i++
+	}
+	if i != len(evs) {
+		t.Errorf("%s holds %d records, want %d", path, i, len(evs))
+	}
+}
