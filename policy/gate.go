@@ -1,0 +1,132 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Call is a call the SDK is about to run live: what a [Gate] decides on
+// (DESIGN §7). Replayed calls are never gated.
+type Call struct {
+	Agent  string // the agent of the execution
+	Kind   string // "tool", "local" or "llm"
+	Target string // the tool name, step name or LLM endpoint
+	Args   []byte // canonical encoding of the args
+	InFork bool   // runs live in a fork, past its fork point
+}
+
+// Decision is a Gate's answer. A denied call is recorded as step.denied with
+// Reason and never runs.
+type Decision struct {
+	Allow  bool
+	Reason string
+}
+
+// Gate decides whether a call may run. The SDK asks it once per live call,
+// before step.started; a recorded denial is replayed without asking again.
+type Gate func(ctx context.Context, c Call) Decision
+
+// Rule is one rule of a [Rules] set. A rule matches a call when its Kind and
+// Target patterns match and, if InFork is set, the call runs in a fork.
+type Rule struct {
+	// Kind is a path.Match pattern over the call's Kind; "" or "*" match any.
+	Kind string
+	// Target is a path.Match pattern over the call's Target; "" or "*" match
+	// any target, including one that contains a slash.
+	Target string
+	// InFork restricts the rule to calls that run live in a fork.
+	InFork bool
+	// Allow is the decision of a matching rule.
+	Allow bool
+	// Reason is the decision's reason; when empty, Decide says which rule
+	// decided ("denied by rule 2: deny tool:rm").
+	Reason string
+}
+
+// String returns the rule in the text form that [ParseRules] reads, e.g.
+// "deny tool:rm_* in-fork no deletions in forks".
+func (r Rule) String() string {
+	var b strings.Builder
+	if r.Allow {
+		b.WriteString("allow ")
+	} else {
+		b.WriteString("deny ")
+	}
+	b.WriteString(r.Kind)
+	b.WriteByte(':')
+	b.WriteString(r.Target)
+	if r.InFork {
+		b.WriteString(" in-fork")
+	}
+	if r.Reason != "" {
+		b.WriteByte(' ')
+		b.WriteString(r.Reason)
+	}
+	return b.String()
+}
+
+// matches reports whether the rule applies to c. A malformed pattern (only
+// possible in a Rule not made by ParseRules) matches nothing.
+func (r Rule) matches(c Call) bool {
+	if r.InFork && !c.InFork {
+		return false
+	}
+	return globMatch(r.Kind, c.Kind) && globMatch(r.Target, c.Target)
+}
+
+// globMatch reports whether name matches pattern, where "" and "*" match
+// any name.
+func globMatch(pattern, name string) bool {
+	if pattern == "" || pattern == "*" {
+		return true
+	}
+	ok, err := path.Match(pattern, name)
+	return ok && err == nil
+}
+
+// Rules is an ordered rule set: the first rule that matches a call decides
+// it, and a call that no rule matches is allowed. Its text form is described
+// in the package documentation.
+type Rules []Rule
+
+// Decide returns the decision of the first rule that matches c, or an allow
+// when none does.
+func (r Rules) Decide(c Call) Decision {
+	for i, rule := range r {
+		if !rule.matches(c) {
+			continue
+		}
+		d := Decision{Allow: rule.Allow, Reason: rule.Reason}
+		if d.Reason == "" {
+			verb := "denied"
+			if rule.Allow {
+				verb = "allowed"
+			}
+			d.Reason = fmt.Sprintf("%s by rule %d: %s", verb, i+1, rule)
+		}
+		return d
+	}
+	return Decision{Allow: true, Reason: "allowed: no rule matched"}
+}
+
+// Gate returns a Gate that decides with a copy of r, so that later changes
+// to r do not change its decisions.
+func (r Rules) Gate() Gate {
+	rules := slices.Clone(r)
+	return func(_ context.Context, c Call) Decision { return rules.Decide(c) }
+}
+
+// String returns the rule set in the text form that [ParseRules] reads: one
+// rule per line, each ending in a newline. ParseRules(r.String()) returns
+// r for every r that ParseRules returned.
+func (r Rules) String() string {
+	var b strings.Builder
+	for _, rule := range r {
+		b.WriteString(rule.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

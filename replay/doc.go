@@ -1,0 +1,73 @@
+// Package replay folds the events of a lineage into the state of an
+// execution: its status and output, every step with its recorded outcome,
+// the resources it bound and, for a fork, where it forked from. The SDK
+// looks each call up in this fold to decide whether to return a recorded
+// outcome, run the call again or run it live (DESIGN §4).
+//
+// It imports only [github.com/forkline/forkline/eventlog]. The fold is pure
+// and incremental: [Fold] of events 1..N and [New] followed by
+// [State.Apply] of each event, in one go or split anywhere, give the same
+// [State] (DESIGN §8.3). It does no IO, reads no clock (it never looks at
+// an event's Time) and starts no goroutine.
+//
+// # Steps
+//
+// A [Step] is keyed by its StepID and appears in [State.Steps] in the order
+// of its first event. Its status follows its events:
+//
+//	step.started                 → started (Attempts 1)
+//	started   + step.succeeded   → succeeded
+//	started   + step.failed      → failed
+//	started   + step.cancelled   → cancelled
+//	started   + step.started     → started, Attempts+1 (a safe_to_retry orphan run again)
+//	cancelled + step.started     → started, Attempts+1 (a cancelled step run again)
+//	cancelled + step.failed      → failed, Indeterminate (an at_most_once step resolved)
+//	step.denied                  → denied (it never ran)
+//
+// DESIGN §4 treats a cancelled step like an orphan — "started but not
+// succeeded or failed" — so a later dispatch may run it again or resolve it
+// as indeterminate; succeeded, failed and denied steps are final and replay
+// returns their recorded outcome.
+//
+// # Well-formed lineages
+//
+// [State.Apply] checks each event against the state and rejects, with an
+// error that names the seq and wraps [eventlog.ErrInvalid], an event that:
+//
+//   - breaks its payload's invariants ([eventlog.Event.Validate]);
+//   - does not have seq Head+1, or starts the lineage without being
+//     execution.created at seq 1, or is an execution.created after seq 1;
+//   - follows execution.completed or execution.failed and is not
+//     fork.created (a fork of a finished execution continues live past its
+//     fork point, so fork.created sets Status back to pending);
+//   - is a dispatch.started whose Dispatch is not the previous one plus 1;
+//   - is a step.started of a step that succeeded, failed or was denied
+//     (replay never runs a terminal step again), or re-runs a step with a
+//     different kind or target or an Attempt other than Attempts+1, or starts
+//     a new step with an Attempt other than 1, or affects a key that is not
+//     bound;
+//   - is a terminal event of a step that never started, or of one that is
+//     not started (an indeterminate failure may also resolve a cancelled
+//     step) — so a second step.succeeded of a step is an error;
+//   - is a step.denied of a step the lineage already has;
+//   - is a capture (or failed capture) of a key that is not bound;
+//   - is a fork.created whose At is not the seq before it, or whose
+//     selections are not exactly the resources bound at the fork point.
+//
+// Generations and coverage are not checked here: they are the coverage
+// fold's, built on [eventlog.IndexState].
+//
+// # Bindings
+//
+// [State.Binding] returns the newest resource.bound of a key in the whole
+// lineage, with Own set when this execution wrote it: after the lineage's
+// newest fork.created. A fork never opens an inherited binding (DESIGN §5);
+// it compares the inherited DriverID and Configuration with its driver's and
+// creates its own resource from [State.Selection].
+//
+// # Copies
+//
+// Apply copies the bytes it keeps out of the event, and every [Step],
+// [Binding] and slice a method returns is a copy the caller may keep and
+// change.
+package replay

@@ -1,0 +1,202 @@
+package replay
+
+import (
+	"errors"
+	"go/build"
+	"iter"
+	"strings"
+	"testing"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/internal/eventtext"
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+// TestFoldSplitAnywhere: over generated well-formed lineages, Fold of all
+// events, Apply one by one, and Fold of a prefix followed by Apply of the
+// rest give identical states, and that state agrees with the generator's
+// model of it (DESIGN §8.3).
+func TestFoldSplitAnywhere(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 150).Draw(t, "events")
+		h := generate(rapidChooser{t}, n, uniform)
+
+		whole, err := Fold(seqOf(h.events))
+		if err != nil {
+			t.Fatalf("Fold: %v\n%s", err, eventtext.Format(h.events))
+		}
+		one := New()
+		for _, ev := range h.events {
+			if err := one.Apply(ev); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+		}
+		k := rapid.IntRange(0, n).Draw(t, "split")
+		split, err := Fold(seqOf(h.events[:k]))
+		if err != nil {
+			t.Fatalf("Fold of %d events: %v", k, err)
+		}
+		for _, ev := range h.events[k:] {
+			if err := split.Apply(ev); err != nil {
+				t.Fatalf("Apply after the split: %v", err)
+			}
+		}
+		if d := cmp.Diff(whole, one, cmp.AllowUnexported(State{})); d != "" {
+			t.Fatalf("Fold vs Apply one by one (-fold +apply):\n%s", d)
+		}
+		if d := cmp.Diff(whole, split, cmp.AllowUnexported(State{})); d != "" {
+			t.Fatalf("Fold vs split at %d (-fold +split):\n%s", k, d)
+		}
+		checkModel(t, h, whole)
+	})
+}
+
+// checkModel compares a folded state with the generator's model.
+func checkModel(t *rapid.T, h *history, s *State) {
+	if s.Head != h.head() || s.Status != h.status || s.Dispatches != h.dispatches {
+		t.Fatalf("head %d status %s dispatches %d, model %d %s %d", s.Head, s.Status, s.Dispatches, h.head(), h.status, h.dispatches)
+	}
+	steps := s.Steps()
+	if len(steps) != len(h.order) {
+		t.Fatalf("%d steps, model %d", len(steps), len(h.order))
+	}
+	for i, st := range steps {
+		m := h.steps[h.order[i]]
+		if st.ID != h.order[i] || st.Status != m.status || st.Attempts != m.attempts || st.Kind != m.kind || st.Target != m.target {
+			t.Fatalf("step %d = %+v, model %s %+v", i, st, h.order[i], *m)
+		}
+	}
+	bindings := s.Bindings()
+	if len(bindings) != len(h.bound) {
+		t.Fatalf("%d bindings, model %v", len(bindings), h.bound)
+	}
+	for i, b := range bindings {
+		if b.Key != h.bound[i] || b.Seq != h.boundAt[b.Key] || b.Own != (b.Seq > h.forkSeq) {
+			t.Fatalf("binding %+v, model key %s seq %d fork at %d", b, h.bound[i], h.boundAt[b.Key], h.forkSeq)
+		}
+	}
+}
+
+func mustParse(t *testing.T, text string) []eventlog.Event {
+	t.Helper()
+	evs, err := eventtext.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// Every Step and Binding handed out is a copy, and Apply keeps copies of
+// the event's bytes.
+func TestCopies(t *testing.T) {
+	evs := mustParse(t, "created agent=a input=in\ndispatch 1\n"+
+		"bound ws driver=d config=`{\"a\":1}` binding=`{\"b\":2}`\n"+
+		"started s1 tool t args=A affects=ws\nsucceeded s1 result=R\ncompleted output=O\n"+
+		"fork parent=P at=6 select=ws:r@3/g1/covered\n")
+	s, err := Fold(seqOf(evs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dump(s)
+	// Change every byte the events held.
+	for _, ev := range evs {
+		switch p := ev.Data.(type) {
+		case *eventlog.ExecutionCreated:
+			p.Input[0] = 'X'
+		case *eventlog.ResourceBound:
+			p.Configuration[0], p.Binding[0] = 'X', 'X'
+		case *eventlog.StepStarted:
+			p.Args[0], p.Resources[0] = 'X', "X"
+		case *eventlog.StepSucceeded:
+			p.Result[0] = 'X'
+		case *eventlog.ForkCreated:
+			p.Selections[0].Ref = "X"
+		}
+	}
+	// And everything handed out.
+	st, _ := s.Step("s1")
+	st.Args[0], st.Result[0], st.Resources[0] = 'Y', 'Y', "Y"
+	s.Steps()[0].Args[0] = 'Z'
+	b, _ := s.Binding("ws")
+	b.Configuration[0], b.Binding[0] = 'Y', 'Y'
+	s.Bindings()[0].Binding[0] = 'Z'
+	if after := dump(s); after != before {
+		t.Errorf("state changed through a copy:\n%s\nwas:\n%s", after, before)
+	}
+}
+
+func TestLookups(t *testing.T) {
+	s, err := Fold(seqOf(mustParse(t, "created agent=a\ndispatch 1\nbound ws driver=d\nfork parent=P at=3 select=ws:@0/g1\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Step("nope"); ok {
+		t.Error("Step of an unknown id found something")
+	}
+	if _, ok := s.Binding("db"); ok {
+		t.Error("Binding of an unbound key found something")
+	}
+	if sel, ok := s.Selection("ws"); !ok || sel != (eventlog.ForkSelection{Key: "ws", Generation: 1}) {
+		t.Errorf("Selection(ws) = %+v, %v", sel, ok)
+	}
+	for _, k := range []string{"a", "db", "zz"} {
+		if _, ok := s.Selection(k); ok {
+			t.Errorf("Selection(%q) found something", k)
+		}
+	}
+	if s.Parent != (eventlog.ID{'P'}) || s.ForkAt != 3 {
+		t.Errorf("Parent %v ForkAt %d", s.Parent, s.ForkAt)
+	}
+	root, _ := Fold(seqOf(mustParse(t, "created agent=a\n")))
+	if _, ok := root.Selection("ws"); ok || !root.Parent.IsZero() || root.ForkAt != 0 {
+		t.Errorf("a root has fork data: %+v", root)
+	}
+}
+
+func TestFoldErrors(t *testing.T) {
+	empty, err := Fold(seqOf(nil))
+	if err != nil || dump(empty) != dump(New()) {
+		t.Errorf("Fold of nothing = %v, %v; want New()", empty, err)
+	}
+
+	boom := errors.New("disk on fire")
+	evs := mustParse(t, "created agent=a\ndispatch 1\n")
+	failing := func(yield func(eventlog.Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		yield(eventlog.Event{}, boom)
+	}
+	s, err := Fold(iter.Seq2[eventlog.Event, error](failing))
+	if s != nil || !errors.Is(err, boom) || !strings.Contains(err.Error(), "replay: reading the lineage after seq 2") {
+		t.Errorf("Fold with a read error = %v, %v", s, err)
+	}
+
+	s, err = Fold(seqOf(mustParse(t, "created agent=a\n@5 dispatch 1\n")))
+	if s != nil || !errors.Is(err, eventlog.ErrInvalid) || !strings.Contains(err.Error(), "replay: seq 5:") {
+		t.Errorf("Fold of a gap = %v, %v", s, err)
+	}
+
+	if err := New().Apply(eventlog.Event{Seq: 1}); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Errorf("Apply without payload = %v", err)
+	}
+	if err := New().Apply(eventlog.Event{Seq: 1, Data: (*eventlog.ExecutionCreated)(nil)}); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Error("Apply of a nil payload pointer succeeded")
+	}
+}
+
+// DESIGN §2: replay imports only eventlog of forkline's packages.
+func TestImportsOnlyEventlog(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range pkg.Imports {
+		if strings.HasPrefix(imp, "github.com/forkline/forkline") && imp != "github.com/forkline/forkline/eventlog" {
+			t.Errorf("replay imports %s; it may import only eventlog of forkline's packages", imp)
+		}
+	}
+}
