@@ -125,6 +125,10 @@ func (d *Driver) captureLocked(ctx context.Context, w *Workspace) (string, error
 		case mode.IsRegular():
 			st.files++
 			key := keyOf(info)
+			if g := int64(d.granularity); g > 0 {
+				key.mtime -= key.mtime % g
+				key.ctime -= key.ctime % g
+			}
 			e := entry{kind: kindFile, path: rel, mode: mode.Perm(), size: key.size}
 			if old, ok := prev.lookup(rel); ok && old.trusted && old.key == key {
 				e.hash = old.hash
@@ -165,7 +169,7 @@ func (d *Driver) captureLocked(ctx context.Context, w *Workspace) (string, error
 	ref := hex.EncodeToString(sum[:])
 	dst := d.store.manifest(ref)
 	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-		if err := storefs.WriteAtomic(d.store.tmp(), dst, data, 0o444); err != nil {
+		if err := storefs.WriteAtomic(d.store.tmp(), dst, data, 0o444, !d.cfg.NoSync); err != nil {
 			return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
 		}
 	} else if err != nil {
@@ -210,7 +214,8 @@ type blobWriter struct {
 	buf     []byte
 	pending map[[sha256.Size]byte]bool // blobs stored or staged by this capture
 	staged  []stagedBlob               // written, not yet synced nor renamed
-	dirty   map[string]bool            // shard directories with new names
+	dirty   map[string]bool            // directories with new names, to sync
+	shards  map[string]bool            // shard directories known to exist
 	written int
 }
 
@@ -302,8 +307,10 @@ func (bw *blobWriter) present(h [sha256.Size]byte) (bool, error) {
 	if bw.pending[h] {
 		return true, nil
 	}
-	_, err := os.Lstat(bw.d.store.blob(h))
+	fi, err := os.Lstat(bw.d.store.blob(h))
 	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return false, fmt.Errorf("%w: blob %x is not a regular file", ErrCorrupt, h)
 	case err == nil:
 		bw.pending[h] = true
 		return true, nil
@@ -340,7 +347,11 @@ func (bw *blobWriter) add(tmp *os.File, h [sha256.Size]byte) error {
 	bw.pending[h] = true
 	bw.written++
 	if bw.written <= individualSyncs {
-		if err := storefs.Commit(tmp, dst); err != nil {
+		if err := bw.ensureShard(dst); err != nil {
+			bw.discard(tmp)
+			return err
+		}
+		if err := storefs.Commit(tmp, dst, !bw.d.cfg.NoSync); err != nil {
 			return err
 		}
 		bw.markDirty(dst)
@@ -354,6 +365,29 @@ func (bw *blobWriter) add(tmp *os.File, h [sha256.Size]byte) error {
 	return nil
 }
 
+// ensureShard makes the shard directory of the blob path dst if it is
+// missing; the new directory entry is synced with the other dirty
+// directories before the manifest is written.
+func (bw *blobWriter) ensureShard(dst string) error {
+	shard := filepath.Dir(dst)
+	if bw.shards[shard] {
+		return nil
+	}
+	err := os.Mkdir(shard, 0o755)
+	switch {
+	case err == nil:
+		bw.markDirty(dst)
+		bw.markDirty(shard)
+	case !errors.Is(err, fs.ErrExist):
+		return err
+	}
+	if bw.shards == nil {
+		bw.shards = make(map[string]bool)
+	}
+	bw.shards[shard] = true
+	return nil
+}
+
 func (bw *blobWriter) markDirty(dst string) {
 	if bw.dirty == nil {
 		bw.dirty = make(map[string]bool)
@@ -364,11 +398,16 @@ func (bw *blobWriter) markDirty(dst string) {
 // finish makes every blob of the capture durable under its final name.
 func (bw *blobWriter) finish() error {
 	if len(bw.staged) > 0 {
-		if err := syncStaged(bw.d.store.root, bw.staged); err != nil {
-			return err
+		if !bw.d.cfg.NoSync {
+			if err := syncStaged(bw.d.store.root, bw.staged); err != nil {
+				return err
+			}
 		}
 		for len(bw.staged) > 0 {
 			s := bw.staged[0]
+			if err := bw.ensureShard(s.dst); err != nil {
+				return err
+			}
 			if err := os.Rename(s.tmp, s.dst); err != nil {
 				return err
 			}
@@ -377,7 +416,7 @@ func (bw *blobWriter) finish() error {
 		}
 	}
 	for dir := range bw.dirty {
-		if err := storefs.SyncDir(dir); err != nil {
+		if err := bw.d.syncDir(dir); err != nil {
 			return err
 		}
 		delete(bw.dirty, dir)

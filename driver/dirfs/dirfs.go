@@ -46,6 +46,12 @@ type Config struct {
 	// coverage ends at the next live step. It is not part of the recorded
 	// Configuration: the kernel records it with the binding.
 	CoverageReuse bool `json:"-"`
+	// NoSync skips every fsync, syncfs and directory sync. Captures stay
+	// atomic against a crash of the process (a ref still appears only after
+	// its blobs and manifest are complete), but not against a crash of the
+	// machine, after which a ref may not restore. For tests and throwaway
+	// stores. Default false. Not part of the recorded Configuration.
+	NoSync bool `json:"-"`
 }
 
 // Validate reports whether c is usable. Its error wraps [ErrConfig].
@@ -71,7 +77,10 @@ type Driver struct {
 	cfgErr     error
 	store      layout
 	racyWindow time.Duration
-	noReflink  atomic.Bool // set once a reflink failed: copy from then on
+	// granularity, when set, truncates the times in file-index keys; tests
+	// use it to act out a file system with coarse timestamps.
+	granularity time.Duration
+	noReflink   atomic.Bool // set once a reflink failed: copy from then on
 
 	mu struct {
 		sync.Mutex
@@ -238,6 +247,14 @@ func (d *Driver) ready() error {
 	}
 	d.mu.ready = true
 	return nil
+}
+
+// syncDir fsyncs dir unless the driver is configured with NoSync.
+func (d *Driver) syncDir(dir string) error {
+	if d.cfg.NoSync {
+		return nil
+	}
+	return storefs.SyncDir(dir)
 }
 
 // unavailable marks err as a checkpoint that cannot be restored.

@@ -90,8 +90,10 @@ func (m manifest) encode() []byte {
 // invariant; it is wrapped together with ErrCorrupt.
 var errManifest = errors.New("malformed manifest")
 
-// parseManifest decodes and validates a manifest. It never panics on any
-// input; a bad manifest yields an error wrapping ErrCorrupt.
+// parseManifest decodes and validates a manifest. It accepts only the
+// canonical encoding (what encode writes), so a manifest has one byte form.
+// It never panics on any input; a bad manifest yields an error wrapping
+// ErrCorrupt.
 func parseManifest(data []byte) (manifest, error) {
 	if !bytes.HasPrefix(data, []byte(manifestHeader)) {
 		return nil, fmt.Errorf("%w: %w: missing header", ErrCorrupt, errManifest)
@@ -148,7 +150,7 @@ func parseEntry(line string) (entry, error) {
 			return e, errors.New("missing size")
 		}
 		e.size, err = strconv.ParseInt(field, 10, 64)
-		if err != nil || e.size < 0 {
+		if err != nil || e.size < 0 || strconv.FormatInt(e.size, 10) != field {
 			return e, fmt.Errorf("bad size %q", field)
 		}
 		field, s, ok = strings.Cut(r, " ")
@@ -164,7 +166,7 @@ func parseEntry(line string) (entry, error) {
 			return e, errors.New("bad symlink target")
 		}
 		e.target, _ = strconv.Unquote(q)
-		if e.target == "" || strings.IndexByte(e.target, 0) >= 0 {
+		if e.target == "" || strconv.Quote(e.target) != q || strings.IndexByte(e.target, 0) >= 0 {
 			return e, errors.New("bad symlink target")
 		}
 		s = s[len(q):]
@@ -180,7 +182,7 @@ func parseEntry(line string) (entry, error) {
 		return e, errors.New("bad path")
 	}
 	e.path, _ = strconv.Unquote(q)
-	if !validPath(e.path) {
+	if !validPath(e.path) || strconv.Quote(e.path) != q {
 		return e, fmt.Errorf("bad path %q", e.path)
 	}
 	return e, nil
@@ -193,14 +195,24 @@ func parseMode(s string) (fs.FileMode, string, error) {
 		return 0, "", errors.New("missing mode")
 	}
 	v, err := strconv.ParseUint(field, 8, 32)
-	if err != nil || v > uint64(fs.ModePerm) {
+	if err != nil || v > uint64(fs.ModePerm) || strconv.FormatUint(v, 8) != field {
 		return 0, "", fmt.Errorf("bad mode %q", field)
 	}
 	return fs.FileMode(v), rest, nil
 }
 
 // validPath reports whether p is a clean, local, slash-separated path that
-// names something below the root (not the root itself).
+// names something below the root (not the root itself): no empty, "." or
+// ".." element, no leading or trailing slash, no NUL. Unlike fs.ValidPath it
+// accepts names that are not UTF-8, which Unix file systems allow.
 func validPath(p string) bool {
-	return p != "" && p != "." && fs.ValidPath(p) && strings.IndexByte(p, 0) < 0
+	if p == "" || strings.IndexByte(p, 0) >= 0 {
+		return false
+	}
+	for elem := range strings.SplitSeq(p, "/") {
+		if elem == "" || elem == "." || elem == ".." {
+			return false
+		}
+	}
+	return true
 }

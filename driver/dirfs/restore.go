@@ -52,7 +52,7 @@ func (d *Driver) publish(tmp, id, ref string) error {
 		_ = removeTree(tmp)
 		return &Error{Op: "create", Ref: ref, Err: err}
 	}
-	if err := storefs.SyncDir(d.store.workspaces()); err != nil {
+	if err := d.syncDir(d.store.workspaces()); err != nil {
 		return &Error{Op: "create", Ref: ref, Err: err}
 	}
 	return nil
@@ -102,10 +102,10 @@ func (d *Driver) materialize(ctx context.Context, m manifest, dir string) error 
 // copy-on-write, so writes to p never reach the blob) and copies it
 // otherwise; either way the content is hashed and checked.
 func (d *Driver) restoreFile(e *entry, p string, buf []byte) error {
-	src, err := os.Open(d.store.blob(e.hash))
+	src, err := d.openBlob(e)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return unavailable(fmt.Errorf("%w: blob %x is missing", ErrCorrupt, e.hash))
+		if errors.Is(err, ErrCorrupt) {
+			return unavailable(err)
 		}
 		return err
 	}

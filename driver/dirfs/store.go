@@ -19,7 +19,7 @@ import (
 
 // layout names the paths of a store:
 //
-//	<root>/blobs/<2 hex>/<64 hex>   file contents by SHA-256, mode 0444
+//	<root>/blobs/<2 hex>/<64 hex>   file contents by SHA-256, mode 0444; shards made on first use
 //	<root>/manifests/<ref>          one manifest per checkpoint, ref = its SHA-256
 //	<root>/workspaces/<id>/         live workspaces
 //	<root>/workspaces/.restore-<id> a workspace being created (removed by GC if left over)
@@ -50,29 +50,15 @@ func (l layout) restoring(id string) string {
 	return filepath.Join(l.root, "workspaces", restorePrefix+id)
 }
 
-// create makes the store's directories, including the 256 blob shards.
+// create makes the store's directories. Blob shard directories are made on
+// first use.
 func (l layout) create() error {
-	if err := os.MkdirAll(l.blobs(), 0o755); err != nil {
-		return err
-	}
-	for _, dir := range []string{l.manifests(), l.workspaces(), l.tmp()} {
+	for _, dir := range []string{l.blobs(), l.manifests(), l.workspaces(), l.tmp()} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 	}
-	const hexDigits = "0123456789abcdef"
-	for i := 0; i < 256; i++ {
-		shard := filepath.Join(l.blobs(), string([]byte{hexDigits[i>>4], hexDigits[i&15]}))
-		if err := os.Mkdir(shard, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-	}
-	for _, dir := range []string{l.blobs(), l.root} {
-		if err := storefs.SyncDir(dir); err != nil {
-			return err
-		}
-	}
-	return nil
+	return storefs.SyncDir(l.root)
 }
 
 // readEpoch returns the store's GC epoch ("" before the first GC).
@@ -156,7 +142,7 @@ func (d *Driver) Delete(ref string) error {
 		}
 		return &Error{Op: "delete", Ref: ref, Err: err}
 	}
-	if err := storefs.SyncDir(d.store.manifests()); err != nil {
+	if err := d.syncDir(d.store.manifests()); err != nil {
 		return &Error{Op: "delete", Ref: ref, Err: err}
 	}
 	return nil
@@ -202,13 +188,27 @@ func (d *Driver) Verify(ctx context.Context, ref string) error {
 	return nil
 }
 
+// openBlob opens the blob of a file entry for reading. A blob that is
+// missing or not a regular file (a directory, a symbolic link) is
+// ErrCorrupt.
+func (d *Driver) openBlob(e *entry) (*os.File, error) {
+	p := d.store.blob(e.hash)
+	fi, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: blob %x is missing", ErrCorrupt, e.hash)
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%w: blob %x is not a regular file", ErrCorrupt, e.hash)
+	}
+	return os.Open(p)
+}
+
 // checkBlob rehashes the blob of a file entry.
 func (d *Driver) checkBlob(e *entry, buf []byte) error {
-	f, err := os.Open(d.store.blob(e.hash))
+	f, err := d.openBlob(e)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: blob %x is missing", ErrCorrupt, e.hash)
-		}
 		return err
 	}
 	defer f.Close()
@@ -279,7 +279,7 @@ func (d *Driver) GC(ctx context.Context) (GCStats, error) {
 	// A new epoch first, durably: a file index that remembers a blob this
 	// collection may remove must not be trusted again, even if GC dies
 	// half-way.
-	if err := storefs.WriteAtomic(d.store.tmp(), d.store.epoch(), []byte(storefs.NewID()), 0o644); err != nil {
+	if err := storefs.WriteAtomic(d.store.tmp(), d.store.epoch(), []byte(storefs.NewID()), 0o644, !d.cfg.NoSync); err != nil {
 		return st, &Error{Op: "gc", Err: err}
 	}
 	shards, err := os.ReadDir(d.store.blobs())
@@ -319,7 +319,7 @@ func (d *Driver) GC(ctx context.Context) (GCStats, error) {
 			removed = true
 		}
 		if removed {
-			if err := storefs.SyncDir(dir); err != nil {
+			if err := d.syncDir(dir); err != nil {
 				return st, &Error{Op: "gc", Path: dir, Err: err}
 			}
 		}

@@ -17,9 +17,15 @@ type node struct {
 	Target string
 }
 
+// fataler is what listTree needs of a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // listTree returns every entry below dir, by slash-separated path, without
 // following links.
-func listTree(t testing.TB, dir string) map[string]node {
+func listTree(t fataler, dir string) map[string]node {
 	t.Helper()
 	tree := map[string]node{}
 	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {

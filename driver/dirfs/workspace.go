@@ -77,7 +77,7 @@ func (w *Workspace) WriteFile(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if dir := filepath.Dir(name); dir != "." {
+	if dir := filepath.Dir(filepath.Clean(name)); dir != "." {
 		if err := w.root.MkdirAll(dir, 0o755); err != nil {
 			return w.wrap("write", name, err)
 		}
@@ -111,7 +111,7 @@ func (w *Workspace) RemoveAll(name string) error {
 	if err != nil {
 		return err
 	}
-	if name == "." {
+	if filepath.Clean(name) == "." {
 		return &Error{Op: "remove", Path: name, Err: errors.New("refusing to remove the workspace root")}
 	}
 	return w.wrap("remove", name, w.root.RemoveAll(name))
@@ -203,7 +203,9 @@ func (w *Workspace) local(op, name string) (string, error) {
 	if !filepath.IsLocal(p) && filepath.Clean(p) != "." {
 		return "", &Error{Op: op, Path: name, Err: ErrOutsideWorkspace}
 	}
-	return filepath.Clean(p), nil
+	// Not cleaned: os.Root resolves ".." after symbolic links, as the
+	// kernel does, and refuses a path that leaves the root that way.
+	return p, nil
 }
 
 // wrap turns an error of os.Root into an *Error, classifying a path that

@@ -3,9 +3,6 @@ package storefs
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,11 +74,14 @@ func SyncDir(dir string) error {
 	return err
 }
 
-// Commit syncs and closes the temporary file f, then renames it to dst. It
-// does not sync dst's directory; call SyncDir once after a batch of commits.
-// On failure f is closed and removed.
-func Commit(f *os.File, dst string) error {
-	err := f.Sync()
+// Commit syncs (when durable) and closes the temporary file f, then renames
+// it to dst. It does not sync dst's directory; call SyncDir once after a
+// batch of commits. On failure f is closed and removed.
+func Commit(f *os.File, dst string, durable bool) error {
+	var err error
+	if durable {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -94,10 +94,11 @@ func Commit(f *os.File, dst string) error {
 	return err
 }
 
-// WriteAtomic writes data to dst atomically and durably: through a temporary
-// file in tmpDir (which must be on dst's file system), fsync, rename, and an
-// fsync of dst's directory. The file's mode is perm.
-func WriteAtomic(tmpDir, dst string, data []byte, perm os.FileMode) error {
+// WriteAtomic writes data to dst atomically: through a temporary file in
+// tmpDir (which must be on dst's file system) and a rename. When durable, the
+// file is fsynced before the rename and dst's directory after it. The file's
+// mode is perm.
+func WriteAtomic(tmpDir, dst string, data []byte, perm os.FileMode, durable bool) error {
 	f, err := CreateTemp(tmpDir)
 	if err != nil {
 		return err
@@ -112,44 +113,11 @@ func WriteAtomic(tmpDir, dst string, data []byte, perm os.FileMode) error {
 		_ = os.Remove(f.Name())
 		return err
 	}
-	if err := Commit(f, dst); err != nil {
+	if err := Commit(f, dst, durable); err != nil {
 		return err
 	}
+	if !durable {
+		return nil
+	}
 	return SyncDir(filepath.Dir(dst))
-}
-
-// CopyFile copies the file at src to a new file dst (which must not exist)
-// with mode perm, fsyncs it, and returns the number of bytes copied. It is
-// used where a snapshot is copied whole; the directory is not synced.
-func CopyFile(dst, src string, perm os.FileMode, w io.Writer) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return 0, err
-	}
-	var r io.Reader = in
-	if w != nil {
-		r = io.TeeReader(in, w)
-	}
-	n, err := io.Copy(out, r)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(dst)
-		return n, fmt.Errorf("copy %s: %w", filepath.Base(src), err)
-	}
-	return n, nil
-}
-
-// IsNotExist reports whether err says a file does not exist.
-func IsNotExist(err error) bool {
-	return errors.Is(err, os.ErrNotExist)
 }
