@@ -65,6 +65,20 @@
 // it compares the inherited DriverID and Configuration with its driver's and
 // creates its own resource from [State.Selection].
 //
+// # Tests
+//
+// The golden scenarios in testdata/*.txt document these rules case by case:
+// an event list in the text form of internal/eventtext, then "----", then
+// the folded state (or the error and the state it left). Regenerate the
+// expected output with
+//
+//	go test ./replay -run TestGolden -rewrite
+//
+// and review it as a diff. A rapid property test folds generated
+// well-formed lineages whole, one event at a time and split at a random
+// seq, and checks the three agree with each other and with the generator's
+// model; BenchmarkFold measures a long generated agent run.
+//
 // # Copies
 //
 // Apply copies the bytes it keeps out of the event, and every [Step],
