@@ -237,6 +237,13 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 // execution returns the cached state of id, reading its header and those of
 // its ancestors on first use. The caller holds the life lock.
 func (s *Store) execution(id eventlog.ID) (*execution, error) {
+	return s.executionBelow(id, nil)
+}
+
+// executionBelow is execution for the parent of the executions in
+// descendants, whose lineages are being built: a header chain that leads
+// back to one of them is corrupt (and would otherwise recurse forever).
+func (s *Store) executionBelow(id eventlog.ID, descendants []eventlog.ID) (*execution, error) {
 	s.mu.Lock()
 	e, ok := s.mu.execs[id]
 	s.mu.Unlock()
@@ -251,7 +258,11 @@ func (s *Store) execution(id eventlog.ID) (*execution, error) {
 	if hdr.Parent.IsZero() {
 		e.lineage = []segment{{id: id, lo: 1, hi: math.MaxUint64}}
 	} else {
-		parent, err := s.execution(hdr.Parent)
+		descendants = append(descendants, id)
+		if slices.Contains(descendants, hdr.Parent) {
+			return nil, &eventlog.CorruptionError{Execution: id, What: "header", Err: fmt.Errorf("parent %s is its own descendant", hdr.Parent)}
+		}
+		parent, err := s.executionBelow(hdr.Parent, descendants)
 		if err != nil {
 			if errors.Is(err, eventlog.ErrNotFound) {
 				return nil, &eventlog.CorruptionError{Execution: id, What: "header", Err: fmt.Errorf("parent %s is missing", hdr.Parent)}
@@ -458,6 +469,11 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		case eventlog.KindExecutionCreated, eventlog.KindForkCreated:
 			return 0, fmt.Errorf("%w: execution %s: %s is written by Create or Fork, not Append",
 				eventlog.ErrInvalid, id, ev.Kind())
+		}
+		// The index key holds the resource key's length in two bytes.
+		if rb, ok := ev.Data.(*eventlog.ResourceBound); ok && len(rb.Key) > math.MaxUint16 {
+			return 0, fmt.Errorf("%w: execution %s: resource key of %d bytes, at most %d",
+				eventlog.ErrInvalid, id, len(rb.Key), math.MaxUint16)
 		}
 		ev.Seq = want
 		if ev.Time.IsZero() {

@@ -1,0 +1,36 @@
+package pebblestore
+
+import (
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/forkline/forkline/eventlog"
+)
+
+// Test hooks: the tests in package pebblestore_test corrupt a store through
+// its own database and keys, the way a torn disk or an operator would.
+
+// DB returns the store's Pebble database.
+func DB(s *Store) *pebble.DB { return s.db }
+
+// EventKey is the key of event seq of execution id.
+func EventKey(id eventlog.ID, seq uint64) []byte { return eventKey(id, seq) }
+
+// HeaderKey is the key of execution id's header.
+func HeaderKey(id eventlog.ID) []byte { return headerKey(id) }
+
+// IndexKey is the key of the index entry of resource key after event seq.
+func IndexKey(id eventlog.ID, key string, seq uint64) []byte { return indexKey(id, key, seq) }
+
+// MetaFormatKey is the key of the store format byte.
+var MetaFormatKey = metaFormatKey
+
+// EncodeHeader encodes a header value as the store writes it.
+func EncodeHeader(agent string, parent eventlog.ID, at uint64, created int64) ([]byte, error) {
+	return encodeValue(&header{Agent: agent, Parent: parent, At: at, Created: created})
+}
+
+// ForgetCache drops the store's cached executions, as a reopen would.
+func ForgetCache(s *Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.execs = make(map[eventlog.ID]*execution)
+}
