@@ -1,0 +1,184 @@
+// Package coder is the coder agent of forkline's reference page, in Go: a
+// model drives write_file and read_file tools over a workspace resource that
+// is checkpointed every five writes. The demo runs it, and the SDK's tests
+// run it end to end.
+package coder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/internal/scriptedmodel"
+	"github.com/forkline/forkline/sdk"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// Files is what the agent needs of a workspace handle.
+type Files interface {
+	ReadFile(name string) ([]byte, error)
+	WriteFile(name string, data []byte) error
+}
+
+// Input is the agent's task.
+type Input struct {
+	Task string `json:"task"`
+}
+
+// Output is the model's final answer.
+type Output struct {
+	Answer string `json:"answer"`
+}
+
+// WriteArgs are write_file's arguments.
+type WriteArgs struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// ReadArgs are read_file's arguments.
+type ReadArgs struct {
+	Path string `json:"path"`
+}
+
+// Model says which model to call and where.
+type Model struct {
+	Name    string // e.g. "gpt-4o-mini", or scripted.Name
+	BaseURL string // OpenAI-compatible endpoint, e.g. "https://api.openai.com/v1"
+	APIKey  string
+}
+
+// MaxSteps bounds the model turns of one task, as the reference's stopWhen.
+const MaxSteps = 12
+
+// Handler returns the coder agent for a workspace made by newDriver (a new
+// driver value per dispatch: drivers are cheap descriptions, not resources).
+func Handler[H Files, B any](newDriver func() driver.Driver[H, B], m Model) func(context.Context, Input) (Output, error) {
+	return func(ctx context.Context, in Input) (Output, error) {
+		ws, err := sdk.Resource(ctx, "workspace", newDriver(), sdk.EverySteps(5))
+		if err != nil {
+			return Output{}, err
+		}
+		write := sdk.DefineTool("write_file", func(ctx context.Context, a WriteArgs) (string, error) {
+			return "wrote " + a.Path, ws.WriteFile(a.Path, []byte(a.Content))
+		}, sdk.Affects("workspace"))
+		read := sdk.DefineTool("read_file", func(ctx context.Context, a ReadArgs) (string, error) {
+			b, err := ws.ReadFile(a.Path)
+			return string(b), err
+		})
+		client := openai.NewClient(
+			option.WithBaseURL(m.BaseURL),
+			option.WithAPIKey(m.APIKey),
+			option.WithMaxRetries(0),
+			option.WithHTTPClient(&http.Client{Transport: sdk.Transport(nil)}),
+		)
+		messages := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Task)}
+		last := ""
+		for range MaxSteps {
+			resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+				Model:    shared.ChatModel(m.Name),
+				Messages: messages,
+				Tools:    tools,
+			})
+			if err != nil {
+				return Output{}, fmt.Errorf("coder: model: %w", err)
+			}
+			if len(resp.Choices) == 0 {
+				return Output{}, errors.New("coder: model returned no choices")
+			}
+			msg := resp.Choices[0].Message
+			last = msg.Content
+			if len(msg.ToolCalls) == 0 {
+				return Output{Answer: msg.Content}, nil
+			}
+			messages = append(messages, msg.ToParam())
+			for _, tc := range msg.ToolCalls {
+				result, err := runTool(ctx, write, read, tc.Function.Name, tc.Function.Arguments)
+				if err != nil {
+					if ctx.Err() != nil {
+						return Output{}, err
+					}
+					result = "error: " + err.Error()
+				}
+				messages = append(messages, openai.ToolMessage(result, tc.ID))
+			}
+		}
+		return Output{Answer: last}, nil
+	}
+}
+
+func runTool(ctx context.Context, write *sdk.Tool[WriteArgs, string], read *sdk.Tool[ReadArgs, string], name, args string) (string, error) {
+	switch name {
+	case "write_file":
+		var a WriteArgs
+		if err := json.Unmarshal([]byte(args), &a); err != nil {
+			return "", fmt.Errorf("bad arguments for write_file: %w", err)
+		}
+		return write.Call(ctx, a)
+	case "read_file":
+		var a ReadArgs
+		if err := json.Unmarshal([]byte(args), &a); err != nil {
+			return "", fmt.Errorf("bad arguments for read_file: %w", err)
+		}
+		return read.Call(ctx, a)
+	}
+	return "", fmt.Errorf("no tool named %q", name)
+}
+
+var tools = []openai.ChatCompletionToolUnionParam{
+	openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		Name:        "write_file",
+		Description: openai.String("Write a file in the workspace."),
+		Parameters: shared.FunctionParameters{
+			"type": "object",
+			"properties": map[string]any{
+				"path":    map[string]any{"type": "string"},
+				"content": map[string]any{"type": "string"},
+			},
+			"required": []string{"path", "content"},
+		},
+	}),
+	openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		Name:        "read_file",
+		Description: openai.String("Read a file from the workspace."),
+		Parameters: shared.FunctionParameters{
+			"type":       "object",
+			"properties": map[string]any{"path": map[string]any{"type": "string"}},
+			"required":   []string{"path"},
+		},
+	}),
+}
+
+// ScriptedName is the model name the scripted model answers to.
+const ScriptedName = "forkline-scripted-coder"
+
+// Script is the scripted model's part in the demo: a dozen tool calls that
+// build a small Go project in the workspace, reading back between writes.
+func Script() *scriptedmodel.Model {
+	w := func(path, content string) scriptedmodel.ToolCall {
+		return scriptedmodel.ToolCall{Name: "write_file", Args: WriteArgs{Path: path, Content: content}}
+	}
+	r := func(path string) scriptedmodel.ToolCall {
+		return scriptedmodel.ToolCall{Name: "read_file", Args: ReadArgs{Path: path}}
+	}
+	turn := func(calls ...scriptedmodel.ToolCall) scriptedmodel.Turn { return scriptedmodel.Turn{Calls: calls} }
+	return &scriptedmodel.Model{Name: ScriptedName, Turns: []scriptedmodel.Turn{
+		turn(w("go.mod", "module example.com/greet\n\ngo 1.26\n")),
+		turn(w("greet.go", "package greet\n\n// Hello greets name.\nfunc Hello(name string) string { return \"Hello, \" + name }\n")),
+		turn(r("greet.go")),
+		turn(w("greet_test.go", "package greet\n\nimport \"testing\"\n\nfunc TestHello(t *testing.T) {\n\tif Hello(\"Go\") != \"Hello, Go\" {\n\t\tt.Fatal(Hello(\"Go\"))\n\t}\n}\n")),
+		turn(w("README.md", "# greet\n\nSays hello.\n")),
+		turn(r("README.md")),
+		turn(w("cmd/greet/main.go", "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/greet\"\n)\n\nfunc main() { fmt.Println(greet.Hello(\"world\")) }\n")),
+		turn(w("greet.go", "package greet\n\n// Hello greets name, or the world.\nfunc Hello(name string) string {\n\tif name == \"\" {\n\t\tname = \"world\"\n\t}\n\treturn \"Hello, \" + name\n}\n")),
+		turn(r("cmd/greet/main.go")),
+		turn(w("CHANGELOG.md", "## v0.1.0\n\n- Hello greets the world by default.\n")),
+		turn(w("LICENSE", "MIT\n")),
+		{Say: "Built the greet module: a library, its test, a command, a README, a changelog and a license."},
+	}}
+}

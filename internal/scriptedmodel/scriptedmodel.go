@@ -1,0 +1,119 @@
+// Package scriptedmodel is a deterministic stand-in for an LLM: an HTTP
+// server that speaks the OpenAI chat-completions wire format and answers
+// from a script. The demo uses it when no real model is configured, and
+// tests use it to drive real client libraries through forkline's transport,
+// so the recording path is the one a real model takes.
+//
+// The turn it plays is the number of assistant messages in the request's
+// conversation: the same conversation always gets the same answer, whatever
+// happened to earlier requests, which is what replay and forks need.
+package scriptedmodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+)
+
+// ToolCall is one function call the model asks for.
+type ToolCall struct {
+	Name string
+	Args any // encoded as the call's JSON arguments
+}
+
+// Turn is one model answer: tool calls, or (with none) a final message.
+type Turn struct {
+	Calls []ToolCall
+	Say   string
+}
+
+// Model answers chat-completion requests from Turns.
+type Model struct {
+	Name  string
+	Turns []Turn
+
+	requests atomic.Int64
+}
+
+// Requests returns how many requests the model has answered.
+func (m *Model) Requests() int64 { return m.requests.Load() }
+
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role string `json:"role"`
+	} `json:"messages"`
+}
+
+// ServeHTTP answers POST …/chat/completions.
+func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.Error(w, `{"error":{"message":"scripted model serves POST /chat/completions only"}}`, http.StatusNotFound)
+		return
+	}
+	var req chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, fmt.Sprintf(`{"error":{"message":%q}}`, "bad request: "+err.Error()), http.StatusBadRequest)
+		return
+	}
+	m.requests.Add(1)
+	turn := 0
+	for _, msg := range req.Messages {
+		if msg.Role == "assistant" {
+			turn++
+		}
+	}
+	t := Turn{Say: "done"}
+	if turn < len(m.Turns) {
+		t = m.Turns[turn]
+	}
+	message := map[string]any{"role": "assistant", "content": nil}
+	finish := "stop"
+	if len(t.Calls) == 0 {
+		message["content"] = t.Say
+	} else {
+		finish = "tool_calls"
+		calls := make([]map[string]any, 0, len(t.Calls))
+		for i, c := range t.Calls {
+			args, err := json.Marshal(c.Args)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			calls = append(calls, map[string]any{
+				"id":   fmt.Sprintf("call_%d_%d", turn, i),
+				"type": "function",
+				"function": map[string]any{
+					"name":      c.Name,
+					"arguments": string(args),
+				},
+			})
+		}
+		message["tool_calls"] = calls
+	}
+	resp := map[string]any{
+		"id":      fmt.Sprintf("chatcmpl-scripted-%d", turn),
+		"object":  "chat.completion",
+		"created": 1700000000,
+		"model":   req.Model,
+		"choices": []map[string]any{{"index": 0, "message": message, "finish_reason": finish}},
+		"usage":   map[string]int{"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// Serve serves m on a loopback port and returns its base URL (ending in
+// /v1) and a function that stops the server.
+func Serve(m *Model) (baseURL string, stop func() error, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("scriptedmodel: listen: %w", err)
+	}
+	srv := &http.Server{Handler: m}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/v1", srv.Close, nil
+}

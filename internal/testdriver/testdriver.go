@@ -1,0 +1,199 @@
+// Package testdriver is a driver for forkline's own tests: resources are
+// in-memory file maps with real state, checkpoints are immutable copies, and
+// every create, open and checkpoint is counted, so tests can assert what the
+// kernel did to external state and what a fork restored.
+package testdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/forkline/forkline/driver"
+)
+
+// Binding names one resource of a Driver.
+type Binding struct {
+	ID string `json:"id"`
+}
+
+// Handle is one resource: a map of file names to contents.
+type Handle struct {
+	id string
+	mu sync.Mutex
+	fs map[string]string
+}
+
+// ID returns the resource's ID.
+func (h *Handle) ID() string { return h.id }
+
+// WriteFile sets a file.
+func (h *Handle) WriteFile(name string, data []byte) error {
+	if name == "" {
+		return errors.New("testdriver: empty file name")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fs[name] = string(data)
+	return nil
+}
+
+// ReadFile returns a file; a missing one is an error wrapping os.ErrNotExist.
+func (h *Handle) ReadFile(name string) ([]byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.fs[name]
+	if !ok {
+		return nil, fmt.Errorf("testdriver: %s: %w", name, os.ErrNotExist)
+	}
+	return []byte(v), nil
+}
+
+// Files returns a copy of every file.
+func (h *Handle) Files() map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.fs)
+}
+
+// Driver makes Handles. The zero value is not usable: call New.
+type Driver struct {
+	id     string
+	config any
+	reuse  bool
+
+	// FailCheckpoint, when set, is consulted before every checkpoint; a
+	// non-nil error fails it.
+	FailCheckpoint func() error
+
+	*shared
+}
+
+// shared is the state drivers made by WithID and WithCoverageReuse share.
+type shared struct {
+	creates, opens, checkpoints atomic.Int64
+
+	mu        sync.Mutex
+	next      int
+	resources map[string]*Handle
+	refs      map[string]map[string]string
+}
+
+var _ driver.Driver[*Handle, Binding] = (*Driver)(nil)
+
+// New returns a driver with DriverID "test.mem.v1" and no configuration.
+func New() *Driver {
+	return &Driver{id: "test.mem.v1", shared: &shared{resources: map[string]*Handle{}, refs: map[string]map[string]string{}}}
+}
+
+// WithID returns a driver that shares d's resources and checkpoints but
+// reports another DriverID and configuration (for mismatch tests).
+func (d *Driver) WithID(id string, config any) *Driver {
+	return &Driver{id: id, config: config, reuse: d.reuse, FailCheckpoint: d.FailCheckpoint, shared: d.shared}
+}
+
+// WithCoverageReuse returns d declaring CoverageReuse (sharing its state).
+func (d *Driver) WithCoverageReuse() *Driver {
+	return &Driver{id: d.id, config: d.config, reuse: true, FailCheckpoint: d.FailCheckpoint, shared: d.shared}
+}
+
+// DriverID implements driver.Driver.
+func (d *Driver) DriverID() string { return d.id }
+
+// Configuration implements driver.Driver.
+func (d *Driver) Configuration() any { return d.config }
+
+// CoverageReuse implements driver.CoverageReuser.
+func (d *Driver) CoverageReuse() bool { return d.reuse }
+
+// Create implements driver.Driver.
+func (d *Driver) Create(ctx context.Context, from string) (*Handle, Binding, error) {
+	d.creates.Add(1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	files := map[string]string{}
+	if from != "" {
+		snap, ok := d.refs[from]
+		if !ok {
+			return nil, Binding{}, fmt.Errorf("testdriver: ref %q: %w", from, driver.ErrCheckpointUnavailable)
+		}
+		files = maps.Clone(snap)
+	}
+	d.next++
+	h := &Handle{id: fmt.Sprintf("%s-r%d", d.id, d.next), fs: files}
+	d.resources[h.id] = h
+	return h, Binding{ID: h.id}, nil
+}
+
+// Open implements driver.Driver.
+func (d *Driver) Open(ctx context.Context, b Binding) (*Handle, error) {
+	d.opens.Add(1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.resources[b.ID]
+	if !ok {
+		return nil, fmt.Errorf("testdriver: no resource %q", b.ID)
+	}
+	return h, nil
+}
+
+// Checkpoint implements driver.Driver.
+func (d *Driver) Checkpoint(ctx context.Context, h *Handle) (string, error) {
+	d.checkpoints.Add(1)
+	if d.FailCheckpoint != nil {
+		if err := d.FailCheckpoint(); err != nil {
+			return "", err
+		}
+	}
+	snap := h.Files()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ref := fmt.Sprintf("ck%d", len(d.refs)+1)
+	d.refs[ref] = snap
+	return ref, nil
+}
+
+// Restore returns what ref holds.
+func (d *Driver) Restore(ref string) (map[string]string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	snap, ok := d.refs[ref]
+	return maps.Clone(snap), ok
+}
+
+// DeleteCheckpoint forgets ref, as an expired snapshot.
+func (d *Driver) DeleteCheckpoint(ref string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.refs, ref)
+}
+
+// Resource returns the resource with id.
+func (d *Driver) Resource(id string) (*Handle, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.resources[id]
+	return h, ok
+}
+
+// Refs returns every checkpoint ref, sorted.
+func (d *Driver) Refs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.refs))
+	for r := range d.refs {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Counts returns how many creates, opens and checkpoints were made.
+func (d *Driver) Counts() (creates, opens, checkpoints int64) {
+	return d.creates.Load(), d.opens.Load(), d.checkpoints.Load()
+}

@@ -1,0 +1,496 @@
+package sdk
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/policy"
+	"github.com/forkline/forkline/replay"
+	"github.com/forkline/forkline/resource"
+)
+
+// dispatch is one Run of one execution: the folds of its lineage, kept
+// current with every append, and the resources this dispatch obtained.
+type dispatch struct {
+	k  *Kernel
+	id eventlog.ID
+
+	// mu guards the fields below and orders appends: every append, and every
+	// capture taken for one, happens under it.
+	mu      sync.Mutex
+	state   *replay.State
+	cov     *coverage.Fold
+	counter *policy.Counter
+	occ     map[[32]byte]uint64 // occurrences of (kind, target, args)
+	res     map[string]*bound   // resources obtained in this dispatch
+	dead    error               // an append failed: the dispatch stops
+	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
+
+	// resMu serializes Resource calls; bodyMu serializes tool and local
+	// step bodies while the execution has resources (DESIGN §5).
+	resMu  sync.Mutex
+	bodyMu sync.Mutex
+
+	// ctx is the dispatch's context without its cancellation: the kernel's
+	// own writes (terminal events, captures) must land after a cancel.
+	ctx context.Context
+}
+
+// bound is a resource obtained in this dispatch.
+type bound struct {
+	key    string
+	driver resource.Driver
+	handle any
+	pol    policy.Checkpoints
+}
+
+type dispatchKey struct{}
+
+// stepInfo marks a context as the body of a step.
+type stepInfo struct {
+	id     string
+	target string
+	idem   string
+}
+
+type stepKey struct{}
+
+func dispatchFrom(ctx context.Context) (*dispatch, error) {
+	if ctx == nil {
+		return nil, ErrNotInExecution
+	}
+	d, ok := ctx.Value(dispatchKey{}).(*dispatch)
+	if !ok {
+		return nil, ErrNotInExecution
+	}
+	return d, nil
+}
+
+// apply folds one event into every fold. d.mu is held (or d is not shared).
+func (d *dispatch) apply(ev eventlog.Event) error {
+	if err := d.state.Apply(ev); err != nil {
+		return err
+	}
+	if err := d.cov.Apply(ev); err != nil {
+		return err
+	}
+	return d.counter.Apply(ev)
+}
+
+// appendLocked writes payloads as one group, synced unless lazy, and folds
+// them. A failure makes the dispatch dead: nothing more is written.
+func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
+	if d.dead != nil {
+		return d.dead
+	}
+	now := d.k.now()
+	events := make([]eventlog.Event, len(payloads))
+	head := d.state.Head
+	for i, p := range payloads {
+		events[i] = eventlog.Event{Seq: head + uint64(i) + 1, Time: now, Data: p}
+	}
+	var err error
+	if lazy {
+		_, err = d.k.log.AppendUnsynced(d.ctx, d.id, head, events...)
+	} else {
+		_, err = d.k.log.Append(d.ctx, d.id, head, events...)
+	}
+	if err != nil {
+		d.dead = fmt.Errorf("sdk: execution %s: append at seq %d: %w", d.id, head+1, err)
+		return d.dead
+	}
+	for _, ev := range events {
+		if err := d.apply(ev); err != nil {
+			d.dead = fmt.Errorf("sdk: execution %s: fold seq %d: %w", d.id, ev.Seq, err)
+			return d.dead
+		}
+	}
+	return nil
+}
+
+// failLocked records the reason the kernel fails the execution; the first
+// reason wins.
+func (d *dispatch) failLocked(code eventlog.FailureCode, err error) {
+	if d.fatal == nil {
+		d.fatal = &ExecutionError{ID: d.id, Code: code, Message: err.Error(), cause: err}
+	}
+}
+
+// usable reports why no more calls may run: a dead dispatch or a failed
+// execution.
+func (d *dispatch) usableLocked() error {
+	if d.dead != nil {
+		return d.dead
+	}
+	if d.fatal != nil {
+		return d.fatal
+	}
+	return nil
+}
+
+// run runs the handler and records how it ended.
+func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
+	d.ctx = context.WithoutCancel(ctx)
+	d.mu.Lock()
+	err := d.appendLocked(false, &eventlog.DispatchStarted{Dispatch: d.state.Dispatches + 1})
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+
+	hctx := context.WithValue(ctx, dispatchKey{}, d)
+	out, herr := func() (out []byte, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = panicError("handler", r)
+				d.mu.Lock()
+				d.failLocked(eventlog.FailPanic, err)
+				d.mu.Unlock()
+			}
+		}()
+		return h(hctx, d.state.Input)
+	}()
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dead != nil {
+		return nil, d.dead
+	}
+	if d.fatal != nil {
+		if err := d.appendLocked(false, &eventlog.ExecutionFailed{Error: d.fatal.Message, Code: d.fatal.Code}); err != nil {
+			return nil, err
+		}
+		return nil, d.fatal
+	}
+	if herr != nil {
+		if ctx.Err() != nil {
+			// Cancelled: nothing is recorded, the execution stays resumable.
+			return nil, fmt.Errorf("sdk: execution %s: dispatch cancelled: %w (handler: %v)", d.id, ctx.Err(), herr)
+		}
+		fail := &ExecutionError{ID: d.id, Code: eventlog.FailHandler, Message: herr.Error(), cause: herr}
+		if err := d.appendLocked(false, &eventlog.ExecutionFailed{Error: fail.Message, Code: fail.Code}); err != nil {
+			return nil, err
+		}
+		return nil, fail
+	}
+	payloads := d.completionCapturesLocked()
+	payloads = append(payloads, &eventlog.ExecutionCompleted{Output: out})
+	if err := d.appendLocked(false, payloads...); err != nil {
+		return nil, err
+	}
+	return &Result{ID: d.id, Output: out}, nil
+}
+
+// completionCapturesLocked checkpoints every obtained resource whose policy
+// says OnCompletion and that is uncovered now (DESIGN §5).
+func (d *dispatch) completionCapturesLocked() []eventlog.Payload {
+	var out []eventlog.Payload
+	for _, key := range slices.Sorted(mapsKeys(d.res)) {
+		b := d.res[key]
+		if !b.pol.OnCompletion || d.cov.Covered(key) {
+			continue
+		}
+		st, ok := d.cov.State(key)
+		if !ok || len(st.InFlight) > 0 {
+			continue // a capture is only taken when nothing advancing R is in flight
+		}
+		out = append(out, resource.Capture(d.ctx, b.driver, b.handle, key, st.Generation, eventlog.CaptureCompletion))
+	}
+	return out
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// call is one tool call, local step or LLM call.
+type call struct {
+	kind    eventlog.StepKind
+	target  string
+	args    []byte // canonical
+	affects []string
+	idem    eventlog.Idempotency
+	body    func(ctx context.Context) ([]byte, error)
+}
+
+// do runs c by the three cases of DESIGN §4 and returns its encoded result.
+func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
+	if si, ok := ctx.Value(stepKey{}).(*stepInfo); ok && c.kind != eventlog.StepLLM {
+		return nil, fmt.Errorf("%w: %s %q called inside the body of %q", ErrNestedStep, c.kind, c.target, si.target)
+	}
+	d.mu.Lock()
+	if err := d.usableLocked(); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	for _, key := range c.affects {
+		if _, ok := d.res[key]; !ok {
+			d.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s %q affects resource %q, which this dispatch has not obtained with Resource",
+				ErrInvalid, c.kind, c.target, key)
+		}
+	}
+	occKey := sha256.Sum256(append([]byte(string(c.kind)+"\x00"+c.target+"\x00"), c.args...))
+	occurrence := d.occ[occKey]
+	d.occ[occKey]++
+	stepID := StepID(c.kind, c.target, c.args, occurrence)
+	rec, seen := d.state.Step(stepID)
+	d.mu.Unlock()
+
+	attempt := uint32(1)
+	if seen {
+		switch rec.Status {
+		case replay.StepSucceeded:
+			return rec.Result, nil
+		case replay.StepFailed:
+			return nil, &StepError{StepID: stepID, Target: c.target, Message: rec.Error, Indeterminate: rec.Indeterminate}
+		case replay.StepDenied:
+			return nil, &DeniedError{Target: c.target, Reason: rec.Reason}
+		}
+		// Started (orphaned by a dead dispatch) or cancelled.
+		if rec.Idempotency == eventlog.AtMostOnce {
+			return nil, d.resolveIndeterminate(stepID, c)
+		}
+		attempt = rec.Attempts + 1
+	} else if d.k.gate != nil {
+		if dec := d.decide(ctx, c); !dec.Allow {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			err := d.appendLocked(false, &eventlog.StepDenied{StepID: stepID, StepKind: c.kind, Target: c.target, Reason: dec.Reason})
+			if err != nil {
+				return nil, err
+			}
+			return nil, &DeniedError{Target: c.target, Reason: dec.Reason}
+		}
+	}
+	return d.live(ctx, stepID, attempt, c)
+}
+
+// decide asks the gate; a panicking gate denies.
+func (d *dispatch) decide(ctx context.Context, c call) (dec policy.Decision) {
+	defer func() {
+		if r := recover(); r != nil {
+			dec = policy.Decision{Allow: false, Reason: fmt.Sprintf("gate panicked: %v", r)}
+		}
+	}()
+	return d.k.gate(ctx, policy.Call{
+		Agent:  d.state.Agent,
+		Kind:   string(c.kind),
+		Target: c.target,
+		Args:   c.args,
+		InFork: !d.state.Parent.IsZero(),
+	})
+}
+
+// resolveIndeterminate fails an orphaned at_most_once step without running it.
+func (d *dispatch) resolveIndeterminate(stepID string, c call) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	msg := "started on an earlier dispatch and never finished; it may or may not have taken effect"
+	payloads := []eventlog.Payload{&eventlog.StepFailed{StepID: stepID, Error: msg, Indeterminate: true}}
+	payloads = append(payloads, d.dueCapturesLocked(stepID, c)...)
+	if err := d.appendLocked(false, payloads...); err != nil {
+		return err
+	}
+	return &StepError{StepID: stepID, Target: c.target, Message: msg, Indeterminate: true}
+}
+
+// live runs c's body: step.started, the body, then its terminal event and
+// any capture that is due, in one append.
+func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c call) ([]byte, error) {
+	if c.kind != eventlog.StepLLM && d.hasResources() {
+		d.bodyMu.Lock()
+		defer d.bodyMu.Unlock()
+	}
+	d.mu.Lock()
+	if err := d.usableLocked(); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	started := &eventlog.StepStarted{
+		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args,
+		Resources: c.affects, Idempotency: c.idem, Attempt: attempt,
+	}
+	// An at_most_once intent is synced before the body runs; a safe_to_retry
+	// one rides on the terminal event's sync (DESIGN §4).
+	err := d.appendLocked(c.idem == eventlog.SafeToRetry, started)
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+
+	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID)})
+	result, berr, panicked := runBody(bctx, c.body)
+
+	var terminal eventlog.Payload
+	switch {
+	case panicked:
+		terminal = &eventlog.StepFailed{StepID: stepID, Error: berr.Error()}
+	case berr != nil && ctx.Err() != nil:
+		terminal = &eventlog.StepCancelled{StepID: stepID}
+	case berr != nil:
+		terminal = &eventlog.StepFailed{StepID: stepID, Error: berr.Error()}
+	default:
+		terminal = &eventlog.StepSucceeded{StepID: stepID, Result: result}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	payloads := append([]eventlog.Payload{terminal}, d.dueCapturesLocked(stepID, c)...)
+	if err := d.appendLocked(false, payloads...); err != nil {
+		return nil, err
+	}
+	switch {
+	case panicked:
+		d.failLocked(eventlog.FailPanic, berr)
+		return nil, d.fatal
+	case berr != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("sdk: %s %q cancelled: %w", c.kind, c.target, ctx.Err())
+	case berr != nil:
+		return nil, &StepError{StepID: stepID, Target: c.target, Message: berr.Error()}
+	}
+	return result, nil
+}
+
+func runBody(ctx context.Context, body func(context.Context) ([]byte, error)) (res []byte, err error, panicked bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err, panicked = nil, panicError("step body", r), true
+		}
+	}()
+	res, err = body(ctx)
+	return res, err, false
+}
+
+func (d *dispatch) hasResources() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.res) > 0 || len(d.state.Bindings()) > 0
+}
+
+// dueCapturesLocked returns the captures due once the call c (step stepID)
+// reaches its terminal event: for each resource it affects, when this
+// counted call brings the count to the recorded EverySteps and no other step
+// that advances the resource is in flight (DESIGN §5).
+func (d *dispatch) dueCapturesLocked(stepID string, c call) []eventlog.Payload {
+	if c.kind == eventlog.StepLLM {
+		return nil
+	}
+	var out []eventlog.Payload
+	for _, key := range c.affects {
+		b, ok := d.res[key]
+		if !ok {
+			continue
+		}
+		pol, ok := d.counter.Policy(key)
+		if !ok || d.counter.Count(key)+1 < pol.EverySteps {
+			continue
+		}
+		st, ok := d.cov.State(key)
+		if !ok || slices.ContainsFunc(st.InFlight, func(s string) bool { return s != stepID }) {
+			continue
+		}
+		out = append(out, resource.Capture(d.ctx, b.driver, b.handle, key, st.Generation, eventlog.CaptureSteps))
+	}
+	return out
+}
+
+// obtain is Resource for an erased driver (DESIGN §5 steps 1–5).
+func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, pol policy.Checkpoints) (any, error) {
+	d.resMu.Lock()
+	defer d.resMu.Unlock()
+	d.mu.Lock()
+	if err := d.usableLocked(); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	if b, ok := d.res[key]; ok {
+		d.mu.Unlock()
+		if b.driver.DriverID() != drv.DriverID() {
+			return nil, fmt.Errorf("%w: resource %q was obtained in this dispatch with driver %q, now %q",
+				ErrResourceMismatch, key, b.driver.DriverID(), drv.DriverID())
+		}
+		return b.handle, nil
+	}
+	rec, hasBinding := d.state.Binding(key)
+	var sel eventlog.ForkSelection
+	if hasBinding && !rec.Own {
+		sel, _ = d.state.Selection(key)
+	}
+	d.mu.Unlock()
+
+	recorded := func() *eventlog.ResourceBound {
+		return &eventlog.ResourceBound{Key: rec.Key, DriverID: rec.DriverID, Configuration: rec.Configuration, Binding: rec.Binding}
+	}
+	if hasBinding && rec.Own {
+		// An earlier dispatch of this execution bound it: open that binding.
+		h, err := resource.Open(ctx, drv, recorded())
+		if err != nil {
+			return nil, d.resourceError(err)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.res[key] = &bound{key: key, driver: drv, handle: h, pol: policy.Checkpoints{EverySteps: rec.EverySteps, OnCompletion: rec.OnCompletion}}
+		return h, nil
+	}
+
+	from, reuse := "", drv.CoverageReuse()
+	if hasBinding {
+		// Inherited from the parent: never opened; the fork gets its own
+		// resource from its selection, by the same driver, with the
+		// lineage's policy.
+		if err := resource.Match(drv, recorded()); err != nil {
+			return nil, d.resourceError(err)
+		}
+		from, reuse = sel.Ref, rec.CoverageReuse
+		pol = policy.Checkpoints{EverySteps: rec.EverySteps, OnCompletion: rec.OnCompletion}
+	}
+	h, ev, err := resource.Bind(ctx, drv, key, from, pol, reuse)
+	if err != nil {
+		return nil, d.resourceError(err)
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	payloads := []eventlog.Payload{ev}
+	if from == "" {
+		var gen uint64 = 1
+		if st, ok := d.cov.State(key); ok {
+			gen = st.Generation + 1
+		}
+		payloads = append(payloads, resource.Capture(d.ctx, drv, h, key, gen, eventlog.CaptureBaseline))
+	}
+	if err := d.appendLocked(false, payloads...); err != nil {
+		return nil, err
+	}
+	d.res[key] = &bound{key: key, driver: drv, handle: h, pol: pol}
+	return h, nil
+}
+
+// resourceError fails the execution for the errors DESIGN §5 says fail it
+// and passes the others (bad input, a driver's transient failure) through.
+func (d *dispatch) resourceError(err error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case errors.Is(err, resource.ErrMismatch):
+		d.failLocked(eventlog.FailResourceMismatch, err)
+	case errors.Is(err, driver.ErrCheckpointUnavailable):
+		d.failLocked(eventlog.FailCheckpointUnavailable, err)
+	default:
+		return err
+	}
+	return d.fatal
+}

@@ -1,0 +1,49 @@
+// Package sdk is what a Go agent runtime embeds: a [Kernel] that runs
+// registered agents' executions durably on an event log, with tools
+// ([DefineTool]), local steps ([Step]), LLM calls ([Transport]) and external
+// resources ([Resource]) whose checkpoints make any event forkable ([Kernel.Fork]).
+//
+// # Replay
+//
+// Each [Kernel.Run] is one dispatch: the handler runs from the top, and each
+// call is looked up by its StepID (kind, target, canonical args and
+// occurrence in the dispatch — DESIGN §4). A recorded outcome is returned
+// without running the body and without appending anything; a call that
+// started but never finished is run again if it is safe to retry, or failed
+// as indeterminate if it is [AtMostOnce]; anything else is gated and run
+// live. A step's error is recorded as text and returned as a *[StepError],
+// live and on replay alike, so a handler sees the same outcome either way.
+//
+// # Durability
+//
+// An at_most_once step's step.started is synced before its body runs; a
+// safe_to_retry step's rides on the sync of its terminal event, so a live
+// safe_to_retry call costs one fsync. Terminal events, captures, bindings
+// and execution.* events are synced before the caller sees their outcome.
+//
+// # Resources
+//
+// [Resource] follows DESIGN §5: the same handle per key in a dispatch; the
+// execution's own binding opened on later dispatches; a fork's own resource
+// created from its selection; a baseline capture after creating from the
+// initial environment; captures every [EverySteps] counted calls committed
+// with the call's terminal event; completion captures committed with
+// execution.completed. While an execution has resources, tool and local-step
+// bodies run one at a time. Only resources obtained in the dispatch that
+// completes can be captured at completion: the kernel has no driver for the
+// others.
+//
+// # Idempotency keys
+//
+// [IdempotencyKey] is derived from the StepID and the execution that runs
+// the body, so every attempt of one step in one execution shares it while a
+// fork running the same step live gets its own (its effect is its own).
+//
+// # Choices where the design is silent
+//
+// Tool and local-step bodies do not nest ([ErrNestedStep]); an HTTP request
+// made through [Transport] from inside a body passes straight through and is
+// part of that body's recorded result. Values travel as JSON; a recorded
+// result that no longer decodes into the caller's type (including a field
+// the type no longer has) is an error, never a zero value.
+package sdk

@@ -1,0 +1,105 @@
+package sdk
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/resource"
+)
+
+// ErrDenied is wrapped by the error of a call the gate refused. The call
+// never ran; a *DeniedError carries the reason.
+var ErrDenied = errors.New("sdk: call denied")
+
+// ErrResourceMismatch is wrapped when a driver's DriverID or Configuration
+// differ from those recorded for its resource key. The execution fails with
+// code resource_mismatch.
+var ErrResourceMismatch = resource.ErrMismatch
+
+// ErrNotInExecution is returned by Resource, Tool.Call and Step when their
+// context does not come from a running handler.
+var ErrNotInExecution = errors.New("sdk: not called from a running handler")
+
+// ErrBusy is returned by Run for an execution that is already running in
+// this kernel.
+var ErrBusy = errors.New("sdk: execution is already running")
+
+// ErrIndeterminate is wrapped by the error of an at_most_once call whose
+// earlier attempt started but never recorded an outcome: it may or may not
+// have taken effect, so it is not run again.
+var ErrIndeterminate = errors.New("sdk: outcome of an at_most_once call is indeterminate")
+
+// ErrInvalid is wrapped by errors for bad input: an empty key, a nil driver,
+// EverySteps(0), an unknown agent, a seq out of range. Nothing is written.
+// It is eventlog.ErrInvalid, so both packages classify alike.
+var ErrInvalid = eventlog.ErrInvalid
+
+// ErrNestedStep is returned when a tool or local step is called from inside
+// the body of another step: bodies are the unit of replay and do not nest.
+var ErrNestedStep = errors.New("sdk: steps do not nest")
+
+// DeniedError is the error of a denied call.
+type DeniedError struct {
+	Target string // the tool, step or model that was refused
+	Reason string // the gate's reason
+}
+
+// Error implements error.
+func (e *DeniedError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("sdk: call to %s denied", e.Target)
+	}
+	return fmt.Sprintf("sdk: call to %s denied: %s", e.Target, e.Reason)
+}
+
+// Is reports whether target is ErrDenied.
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// StepError is the recorded error of a tool call, local step or LLM call.
+// A step's error is recorded as text, so the same *StepError is returned
+// live and on every replay: handlers see one outcome whichever way it came.
+type StepError struct {
+	StepID        string
+	Target        string
+	Message       string
+	Indeterminate bool // an at_most_once orphan; errors.Is(err, ErrIndeterminate)
+}
+
+// Error implements error.
+func (e *StepError) Error() string { return fmt.Sprintf("%s: %s", e.Target, e.Message) }
+
+// Is reports whether target is ErrIndeterminate for an indeterminate step.
+func (e *StepError) Is(target error) bool { return e.Indeterminate && target == ErrIndeterminate }
+
+// ExecutionError is the error Run returns for a failed execution: the
+// failure code and message recorded in execution.failed. It unwraps to the
+// cause: the handler's error on the dispatch that failed, or — when the
+// failure is read back from the log — the sentinel of its code
+// (driver.ErrCheckpointUnavailable, ErrResourceMismatch).
+type ExecutionError struct {
+	ID      eventlog.ID
+	Code    eventlog.FailureCode
+	Message string
+	cause   error
+}
+
+// Error implements error.
+func (e *ExecutionError) Error() string {
+	return fmt.Sprintf("sdk: execution %s failed (%s): %s", e.ID, e.Code, e.Message)
+}
+
+// Unwrap returns the cause.
+func (e *ExecutionError) Unwrap() error { return e.cause }
+
+func recordedFailure(id eventlog.ID, code eventlog.FailureCode, msg string) *ExecutionError {
+	e := &ExecutionError{ID: id, Code: code, Message: msg}
+	switch code {
+	case eventlog.FailCheckpointUnavailable:
+		e.cause = driver.ErrCheckpointUnavailable
+	case eventlog.FailResourceMismatch:
+		e.cause = ErrResourceMismatch
+	}
+	return e
+}

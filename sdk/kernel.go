@@ -1,0 +1,250 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/fork"
+	"github.com/forkline/forkline/policy"
+	"github.com/forkline/forkline/replay"
+)
+
+// Kernel runs registered agents' executions on an event log.
+type Kernel struct {
+	log     eventlog.IndexedLog
+	ownsLog bool
+	gate    policy.Gate
+	now     func() time.Time
+
+	mu struct {
+		sync.Mutex
+		agents  map[string]handler
+		running map[eventlog.ID]bool
+	}
+}
+
+// handler runs an agent on encoded input and returns encoded output.
+type handler func(ctx context.Context, input []byte) ([]byte, error)
+
+// Option configures a Kernel.
+type Option func(*Kernel) error
+
+// WithGate makes g decide on every call before it runs live (DESIGN §7). A
+// denied call is recorded as step.denied and never runs. Without a gate
+// every call is allowed.
+func WithGate(g policy.Gate) Option {
+	return func(k *Kernel) error {
+		if g == nil {
+			return fmt.Errorf("%w: nil gate", ErrInvalid)
+		}
+		k.gate = g
+		return nil
+	}
+}
+
+// Open opens a kernel on the Pebble log in dir, or in memory when dir is "".
+func Open(dir string, opts ...Option) (*Kernel, error) {
+	store, err := pebblestore.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	k, err := New(store, opts...)
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	k.ownsLog = true
+	return k, nil
+}
+
+// New makes a kernel on a log the caller opened (any backend that implements
+// eventlog.IndexedLog). Close does not close that log.
+func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
+	if log == nil {
+		return nil, fmt.Errorf("%w: nil log", ErrInvalid)
+	}
+	k := &Kernel{log: log, now: time.Now}
+	k.mu.agents = make(map[string]handler)
+	k.mu.running = make(map[eventlog.ID]bool)
+	for _, opt := range opts {
+		if err := opt(k); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// Log returns the kernel's event log.
+func (k *Kernel) Log() eventlog.IndexedLog { return k.log }
+
+// Close closes the log if Open opened it.
+func (k *Kernel) Close() error {
+	if k.ownsLog {
+		return k.log.Close()
+	}
+	return nil
+}
+
+// Register makes h the handler of agent. Input and output travel as JSON.
+func Register[In, Out any](k *Kernel, agent string, h func(context.Context, In) (Out, error)) error {
+	if k == nil {
+		return fmt.Errorf("%w: nil kernel", ErrInvalid)
+	}
+	if agent == "" {
+		return fmt.Errorf("%w: empty agent name", ErrInvalid)
+	}
+	if h == nil {
+		return fmt.Errorf("%w: nil handler for agent %q", ErrInvalid, agent)
+	}
+	run := func(ctx context.Context, input []byte) ([]byte, error) {
+		var in In
+		if err := decodeValue(input, &in); err != nil {
+			return nil, fmt.Errorf("sdk: agent %q: input does not decode into %T: %w", agent, in, err)
+		}
+		out, err := h(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		b, err := encodeValue(out)
+		if err != nil {
+			return nil, fmt.Errorf("sdk: agent %q: output does not encode: %w", agent, err)
+		}
+		return b, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, dup := k.mu.agents[agent]; dup {
+		return fmt.Errorf("%w: agent %q is already registered", ErrInvalid, agent)
+	}
+	k.mu.agents[agent] = run
+	return nil
+}
+
+func (k *Kernel) handler(agent string) (handler, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h, ok := k.mu.agents[agent]
+	return h, ok
+}
+
+// Start creates an execution of agent with input and returns its ID. It does
+// not run it: call Run.
+func (k *Kernel) Start(ctx context.Context, agent string, input any) (eventlog.ID, error) {
+	if _, ok := k.handler(agent); !ok {
+		return eventlog.ID{}, fmt.Errorf("%w: unknown agent %q", ErrInvalid, agent)
+	}
+	in, err := encodeValue(input)
+	if err != nil {
+		return eventlog.ID{}, fmt.Errorf("%w: input of agent %q does not encode: %v", ErrInvalid, agent, err)
+	}
+	return k.log.Create(ctx, &eventlog.ExecutionCreated{Agent: agent, Input: in}, k.now())
+}
+
+// Result is the outcome of a completed execution.
+type Result struct {
+	ID     eventlog.ID
+	Output []byte // JSON
+}
+
+// Decode decodes the output into out.
+func (r *Result) Decode(out any) error {
+	if err := decodeValue(r.Output, out); err != nil {
+		return fmt.Errorf("sdk: execution %s: output does not decode into %T: %w", r.ID, out, err)
+	}
+	return nil
+}
+
+// Run runs one dispatch of execution id: the handler from the top, replaying
+// every recorded call and running the rest live, until it returns. It returns
+// the result of a completed execution, and an error whenever the dispatch
+// did not end in one: the handler's error or the kernel's reason for failing
+// the execution (an *ExecutionError), or the context's error when ctx was
+// cancelled (the execution stays resumable). Running a finished execution
+// returns its recorded outcome and runs nothing.
+func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
+	k.mu.Lock()
+	if k.mu.running[id] {
+		k.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrBusy, id)
+	}
+	k.mu.running[id] = true
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		delete(k.mu.running, id)
+		k.mu.Unlock()
+	}()
+
+	d, err := k.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch d.state.Status {
+	case replay.StatusCompleted:
+		return &Result{ID: id, Output: d.state.Output}, nil
+	case replay.StatusFailed:
+		return nil, recordedFailure(id, d.state.Code, d.state.Error)
+	}
+	h, ok := k.handler(d.state.Agent)
+	if !ok {
+		return nil, fmt.Errorf("%w: execution %s is of agent %q, which is not registered", ErrInvalid, id, d.state.Agent)
+	}
+	return d.run(ctx, h)
+}
+
+// load folds id's lineage into a new dispatch.
+func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
+	d := &dispatch{
+		k:       k,
+		id:      id,
+		state:   replay.New(),
+		cov:     coverage.New(),
+		counter: policy.NewCounter(),
+		occ:     make(map[[32]byte]uint64),
+		res:     make(map[string]*bound),
+	}
+	for ev, err := range k.log.Events(ctx, id, 1) {
+		if err != nil {
+			return nil, err
+		}
+		if err := d.apply(ev); err != nil {
+			return nil, fmt.Errorf("sdk: execution %s: %w", id, err)
+		}
+	}
+	return d, nil
+}
+
+// Fork creates a fork of execution id at event at (DESIGN §5): a new
+// execution that replays events 1..at and restores each resource from its
+// selection on first use. Run it with Run.
+func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64) (eventlog.ID, error) {
+	fid, _, err := fork.Create(ctx, k.log, id, at, k.now())
+	return fid, err
+}
+
+// Coverage says whether a fork at event at of execution id would restore
+// every resource exactly, and what it would restore each from.
+func (k *Kernel) Coverage(ctx context.Context, id eventlog.ID, at uint64) (coverage.Point, error) {
+	return coverage.At(ctx, k.log, id, at)
+}
+
+// Events yields the events of id's lineage. The error is yielded at most
+// once, and last.
+func (k *Kernel) Events(ctx context.Context, id eventlog.ID) iter.Seq2[eventlog.Event, error] {
+	return k.log.Events(ctx, id, 1)
+}
+
+// panicError turns a recovered panic value into an error with its stack.
+func panicError(where string, r any) error {
+	return fmt.Errorf("panic in %s: %v\n%s", where, r, debug.Stack())
+}
+
+var errNoResult = errors.New("sdk: no result")

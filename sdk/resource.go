@@ -1,0 +1,79 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/policy"
+	"github.com/forkline/forkline/resource"
+)
+
+// ResourceOption configures Resource.
+type ResourceOption func(*policy.Checkpoints) error
+
+// EverySteps captures the resource after every n-th live tool call or local
+// step that affects it (default 1). n must be at least 1.
+func EverySteps(n int) ResourceOption {
+	return func(c *policy.Checkpoints) error {
+		if n < 1 {
+			return fmt.Errorf("%w: EverySteps(%d): n must be at least 1", ErrInvalid, n)
+		}
+		c.EverySteps = n
+		return nil
+	}
+}
+
+// OnCompletion says whether to capture the resource when the handler
+// returns normally and it is uncovered (default true).
+func OnCompletion(on bool) ResourceOption {
+	return func(c *policy.Checkpoints) error {
+		c.OnCompletion = on
+		return nil
+	}
+}
+
+// Resource returns the handle of the execution's resource key, made by d
+// (DESIGN §5): the same handle for the same key within a dispatch; the
+// execution's own binding opened on later dispatches; otherwise a new
+// resource, created from the checkpoint a fork selected for key or from the
+// initial environment (then captured at once as a baseline). The policy of
+// opts applies when the lineage binds key for the first time; after that the
+// recorded policy wins.
+//
+// A driver whose DriverID or Configuration differ from the recorded ones
+// fails the call with ErrResourceMismatch and the execution with it; a
+// fork's checkpoint the driver cannot restore (driver.ErrCheckpointUnavailable)
+// fails the execution with code checkpoint_unavailable.
+func Resource[H, B any](ctx context.Context, key string, d driver.Driver[H, B], opts ...ResourceOption) (H, error) {
+	var zero H
+	if key == "" {
+		return zero, fmt.Errorf("%w: Resource with an empty key", ErrInvalid)
+	}
+	pol := policy.DefaultCheckpoints()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&pol); err != nil {
+			return zero, fmt.Errorf("resource %q: %w", key, err)
+		}
+	}
+	drv, err := resource.Erase(d)
+	if err != nil {
+		return zero, fmt.Errorf("resource %q: %w", key, err)
+	}
+	disp, err := dispatchFrom(ctx)
+	if err != nil {
+		return zero, fmt.Errorf("resource %q: %w", key, err)
+	}
+	h, err := disp.obtain(ctx, key, drv, pol)
+	if err != nil {
+		return zero, err
+	}
+	handle, ok := h.(H)
+	if !ok {
+		return zero, fmt.Errorf("%w: resource %q has a handle of type %T, not %T", ErrResourceMismatch, key, h, zero)
+	}
+	return handle, nil
+}

@@ -1,0 +1,121 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/forkline/forkline/eventlog"
+)
+
+// Transport returns an http.RoundTripper that records every request made
+// with a handler's context as an llm step and, when the step is recorded,
+// returns the recorded status, headers and body without touching the
+// network. Requests from outside a handler, or from inside a step's body,
+// pass straight through to base (nil base: http.DefaultTransport).
+//
+// The step's target is the request body's "model" field when the body is a
+// JSON object that has one, else host+path; its identity is computed over
+// the method, the URL and the canonical form of the body, never the headers,
+// so credentials in headers are neither recorded nor part of identity.
+// Responses are read whole before they are recorded: a streamed response
+// arrives all at once.
+func Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &transport{base: base}
+}
+
+type transport struct{ base http.RoundTripper }
+
+// llmArgs is what an llm step records as its args.
+type llmArgs struct {
+	Method string          `json:"method"`
+	URL    string          `json:"url"`
+	Body   json.RawMessage `json:"body,omitempty"` // canonical JSON, when the body is JSON
+	Raw    []byte          `json:"raw,omitempty"`  // the body, when it is not
+}
+
+// llmResult is what an llm step records as its result.
+type llmResult struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	d, err := dispatchFrom(ctx)
+	if err != nil || ctx.Value(stepKey{}) != nil {
+		return t.base.RoundTrip(req)
+	}
+	var body []byte
+	if req.Body != nil {
+		body, err = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("sdk: transport: read request body: %w", err)
+		}
+	}
+	args := llmArgs{Method: req.Method, URL: req.URL.String()}
+	target := req.URL.Host + req.URL.Path
+	if canon, err := canonicalJSON(body); err == nil && len(body) > 0 {
+		args.Body = canon
+		var probe struct {
+			Model string `json:"model"`
+		}
+		if json.Unmarshal(body, &probe) == nil && probe.Model != "" {
+			target = probe.Model
+		}
+	} else {
+		args.Raw = body
+	}
+	enc, err := canonicalArgs(args)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: transport: %w", err)
+	}
+	res, err := d.do(ctx, call{
+		kind: eventlog.StepLLM, target: target, args: enc, idem: eventlog.SafeToRetry,
+		body: func(bctx context.Context) ([]byte, error) {
+			out := req.Clone(bctx)
+			out.Body = io.NopCloser(bytes.NewReader(body))
+			out.ContentLength = int64(len(body))
+			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			resp, err := t.base.RoundTrip(out)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return nil, fmt.Errorf("read response body: %w", err)
+			}
+			h := resp.Header.Clone()
+			h.Del("Content-Length")
+			return json.Marshal(llmResult{Status: resp.StatusCode, Header: h, Body: b})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var r llmResult
+	if err := json.Unmarshal(res, &r); err != nil {
+		return nil, fmt.Errorf("sdk: transport: recorded response does not decode: %w", err)
+	}
+	return &http.Response{
+		Status:        strconv.Itoa(r.Status) + " " + http.StatusText(r.Status),
+		StatusCode:    r.Status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        r.Header,
+		Body:          io.NopCloser(bytes.NewReader(r.Body)),
+		ContentLength: int64(len(r.Body)),
+		Request:       req,
+	}, nil
+}
