@@ -3,6 +3,7 @@ package eventlog
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -24,7 +25,7 @@ func (e Event) Kind() Kind {
 // Validate checks that the event has a payload whose invariants hold. Stores
 // validate every event before they write it and after they read it.
 func (e Event) Validate() error {
-	if e.Data == nil {
+	if e.Data == nil || reflect.ValueOf(e.Data).IsNil() {
 		return fmt.Errorf("%w: event %d has no payload", ErrInvalid, e.Seq)
 	}
 	if err := e.Data.validate(); err != nil {
