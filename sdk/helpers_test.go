@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -131,3 +132,5 @@ func describeAll(evs []eventlog.Event) []string {
 	}
 	return out
 }
+
+func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
