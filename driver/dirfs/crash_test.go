@@ -43,6 +43,7 @@ func TestCrashDuringCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	total := 0
 	for trial := range *crashTrials {
@@ -213,7 +214,7 @@ func crashChild(t *testing.T, store string) {
 			}
 		}
 	}
-	edit(150)
+	edit(80)
 	if _, err := d.Checkpoint(ctx, w); err != nil {
 		t.Fatal(err)
 	}

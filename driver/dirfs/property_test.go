@@ -28,8 +28,10 @@ import (
 // every written file a fresh mtime, so most files take the index shortcut
 // and the test exercises its bookkeeping (renames, removals, type changes).
 func TestPropertyRestoreExact(t *testing.T) {
+	t.Parallel()
 	mask := currentUmask(t)
 	t.Run("coarse", func(t *testing.T) {
+		t.Parallel()
 		base := t.TempDir()
 		rapid.Check(t, func(rt *rapid.T) {
 			m := newTreeMachine(rt, base, mask)
@@ -38,6 +40,7 @@ func TestPropertyRestoreExact(t *testing.T) {
 		})
 	})
 	t.Run("incremental", func(t *testing.T) {
+		t.Parallel()
 		base := t.TempDir()
 		rapid.Check(t, func(rt *rapid.T) {
 			m := newTreeMachine(rt, base, mask)
