@@ -1,0 +1,161 @@
+package coverage_test
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/eventlog"
+)
+
+// This file is the deliberately naive reference model of DESIGN §5
+// "Coverage: generations" (raft's quorum/quick_test.go idea): for each N it
+// recomputes everything from scratch by scanning the whole lineage, with
+// maps and no index, written from the DESIGN text and not from
+// eventlog.IndexState. It is quadratic and meant to be obviously right.
+
+// naiveCheckpoint is a checkpoint of a resource, as the event that
+// established it recorded it.
+type naiveCheckpoint struct {
+	ref        string
+	capturedAt uint64
+	generation uint64
+}
+
+// naiveResource is what the scan knows of one resource after some events.
+type naiveResource struct {
+	bound       bool
+	reuse       bool
+	generation  uint64
+	inFlight    map[string]bool
+	checkpoints []naiveCheckpoint // every checkpoint so far, in lineage order
+}
+
+// naiveScan folds events[:n] for key from scratch.
+func naiveScan(events []eventlog.Event, key string, n int) naiveResource {
+	r := naiveResource{inFlight: map[string]bool{}}
+	for _, ev := range events[:n] {
+		switch p := ev.Data.(type) {
+		case *eventlog.ResourceBound:
+			if p.Key != key {
+				continue
+			}
+			r.bound = true
+			r.reuse = p.CoverageReuse
+			r.generation++
+			r.inFlight = map[string]bool{} // a new resource: nothing ran against it
+			if p.From != "" {
+				r.checkpoints = append(r.checkpoints, naiveCheckpoint{p.From, ev.Seq, r.generation})
+			}
+		case *eventlog.StepStarted:
+			if !r.bound {
+				continue
+			}
+			advances := !r.reuse || (p.StepKind != eventlog.StepLLM && slices.Contains(p.Resources, key))
+			if advances {
+				r.generation++
+				r.inFlight[p.StepID] = true
+			}
+		case *eventlog.StepSucceeded:
+			delete(r.inFlight, p.StepID)
+		case *eventlog.StepFailed:
+			delete(r.inFlight, p.StepID)
+		case *eventlog.StepCancelled:
+			delete(r.inFlight, p.StepID)
+		case *eventlog.ResourceCaptured:
+			if p.Key == key {
+				r.checkpoints = append(r.checkpoints, naiveCheckpoint{p.Ref, ev.Seq, p.Generation})
+			}
+		case *eventlog.ForkCreated:
+			for _, s := range p.Selections {
+				if s.Key == key && s.Covered {
+					r.checkpoints = append(r.checkpoints, naiveCheckpoint{s.Ref, s.CapturedAt, r.generation})
+				}
+			}
+		}
+	}
+	return r
+}
+
+// naiveKeys returns the keys bound in events[:n], sorted.
+func naiveKeys(events []eventlog.Event, n int) []string {
+	var keys []string
+	for _, ev := range events[:n] {
+		if p, ok := ev.Data.(*eventlog.ResourceBound); ok && !slices.Contains(keys, p.Key) {
+			keys = append(keys, p.Key)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// naiveGeneration is key's generation after events[:n].
+func naiveGeneration(events []eventlog.Event, key string, n int) uint64 {
+	return naiveScan(events, key, n).generation
+}
+
+// naivePoint is the Point at seq n of the lineage events (DESIGN §5, read
+// literally): R is covered at N when nothing that advances it is in flight
+// at N and some checkpoint of its generation g exists anywhere in the
+// lineage; the selection is the newest such checkpoint, else the newest
+// checkpoint at or before N, else the initial environment.
+func naivePoint(events []eventlog.Event, n uint64) coverage.Point {
+	p := coverage.Point{Seq: n, Covered: true}
+	for _, key := range naiveKeys(events, int(n)) {
+		at := naiveScan(events, key, int(n))
+		all := naiveScan(events, key, len(events))
+		sel := coverage.Selection{Key: key, Generation: at.generation}
+		var cover *naiveCheckpoint
+		if len(at.inFlight) == 0 {
+			for i := range all.checkpoints {
+				if all.checkpoints[i].generation == at.generation {
+					cover = &all.checkpoints[i]
+				}
+			}
+		}
+		switch {
+		case cover != nil:
+			sel.Ref, sel.CapturedAt, sel.Covered = cover.ref, cover.capturedAt, true
+		case len(at.checkpoints) > 0:
+			last := at.checkpoints[len(at.checkpoints)-1]
+			sel.Ref, sel.CapturedAt = last.ref, last.capturedAt
+		}
+		p.Covered = p.Covered && sel.Covered
+		p.Resources = append(p.Resources, sel)
+	}
+	return p
+}
+
+// naiveWindows derives the windows from naivePoint at every seq.
+func naiveWindows(events []eventlog.Event) []coverage.Window {
+	byKey := map[string][]coverage.Window{}
+	for n := 1; n <= len(events); n++ {
+		for _, s := range naivePoint(events, uint64(n)).Resources {
+			if !s.Covered {
+				continue
+			}
+			ws := byKey[s.Key]
+			if k := len(ws); k > 0 && ws[k-1].To == uint64(n-1) && ws[k-1].Ref == s.Ref &&
+				ws[k-1].CapturedAt == s.CapturedAt && ws[k-1].Generation == s.Generation {
+				ws[k-1].To = uint64(n)
+				continue
+			}
+			byKey[s.Key] = append(ws, coverage.Window{Key: s.Key, From: uint64(n), To: uint64(n),
+				Ref: s.Ref, CapturedAt: s.CapturedAt, Generation: s.Generation})
+		}
+	}
+	var out []coverage.Window
+	for _, k := range naiveKeys(events, len(events)) {
+		out = append(out, byKey[k]...)
+	}
+	return out
+}
+
+// naiveSelections is the fork.created selections of a fork at n of events.
+func naiveSelections(events []eventlog.Event, n uint64) []eventlog.ForkSelection {
+	var out []eventlog.ForkSelection
+	for _, s := range naivePoint(events, n).Resources {
+		out = append(out, eventlog.ForkSelection{Key: s.Key, Ref: s.Ref, CapturedAt: s.CapturedAt, Generation: s.Generation, Covered: s.Covered})
+	}
+	return out
+}

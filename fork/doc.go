@@ -1,0 +1,34 @@
+// Package fork plans and creates forks (DESIGN §5 "Forking"): any event N of
+// any execution can become the starting point of a new execution that
+// replays the parent's events 1..N and restores each resource from the
+// checkpoint [coverage] selects for N.
+//
+// # Plans
+//
+// A [Plan] is a pure value: the parent, the fork point, whether it is
+// covered, and one [coverage.Selection] per resource bound up to the point —
+// the newest checkpoint covering it, else the newest at or before it, else
+// the initial environment. [PlanFromFold] computes it from an in-memory
+// [coverage.Fold]; [PlanFromIndex] from a store's [eventlog.Index] with a few
+// index reads, which is how a fork of event 1,000,000 stays as cheap as a
+// fork of event 10. Both give the same plan for the same lineage. A fork of
+// a fork at M, where M lies in the prefix the two share, has the same plan as
+// a fork of the original at M (DESIGN §8.5): when the capture covering M lies
+// past the first fork's point, that fork's fork.created carries it.
+//
+// [Plan.Event] is the fork.created payload that records the plan as the
+// fork's first own event: a selection marked Covered is then a checkpoint of
+// the resource's current generation in the fork's lineage.
+//
+// # Creating
+//
+// [Create] plans from the index and writes the fork with
+// [eventlog.Log.Fork]: one header and one fork.created, no event copied, no
+// existing event changed (DESIGN §8.7). Resources are not touched: the SDK
+// creates each one lazily from its selection when the fork first runs.
+//
+// An uncovered fork still works: results recorded after the restored
+// checkpoint replay even though the restored state lacks their changes. That
+// is the documented trade-off; [Plan.Covered] tells the user before they
+// fork.
+package fork
