@@ -1,0 +1,50 @@
+// Package proptest checks forkline's fork invariants (DESIGN §8) with
+// property tests: generated histories that a real kernel could write, a
+// deliberately naive reference model of DESIGN §5, and the folds of
+// [github.com/forkline/forkline/coverage], [github.com/forkline/forkline/fork],
+// [github.com/forkline/forkline/policy] and [github.com/forkline/forkline/replay]
+// compared against it at every seq of every lineage.
+//
+// # The model
+//
+// model.go answers every question about seq n of a lineage by rescanning
+// events 1..n (and the whole lineage for "a checkpoint of generation g exists
+// in the lineage"): a resource's [Generation], the steps [InFlight] against
+// it, its [Checkpoints], and the [Point] a fork at n selects ([PointAt]).
+// It shares no code with [eventlog.IndexState] or the folds it judges.
+//
+// It also simulates each resource's real state ([RealState]) as the list of
+// changes step bodies made to it, which is what gives coverage its meaning:
+// at every covered point, the selected checkpoint holds exactly the
+// resource's state at that point (DESIGN §8.1 at the model level).
+//
+// # The generator
+//
+// gen.go grows a [World] — a forest of executions and forks written through
+// an in-memory [pebblestore.Store] — with rapid state-machine actions, each
+// one thing a kernel does: dispatch, bind a resource (Open, create from the
+// initial environment with a baseline, or from a fork's selection), run a
+// tool call or local step (serialized) or LLM calls (concurrent), end a
+// step (succeeded, failed, cancelled; due captures committed with it), crash
+// (leaving orphans whose bodies may have changed their resources), resolve an
+// orphan (safe_to_retry runs again with Attempt+1, at_most_once fails as
+// indeterminate), deny a call, complete (completion captures of uncovered
+// resources), fail, and fork any execution at any event, forks included.
+// Resources with CoverageReuse only change through the calls that declare
+// them; the others also suffer undeclared changes.
+//
+// Choices the generator makes where DESIGN leaves room: a due capture that
+// another in-flight step blocks is retried at the next counted call of the
+// resource (or at completion), never when the blocking step lands; a fork
+// completes only after it has made every resource it inherited (a kernel
+// cannot capture a resource it has not created); completion does not capture
+// a resource a step (an orphan) is still in flight for.
+//
+// # Running longer
+//
+// The defaults keep the package under a couple of minutes with -race on two
+// cores. Use rapid's own flags for more: -rapid.checks=1000 for more
+// worlds, -rapid.steps=100 for bigger ones.
+//
+// [pebblestore.Store]: https://pkg.go.dev/github.com/forkline/forkline/eventlog/pebblestore#Store
+package proptest

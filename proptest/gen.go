@@ -1,0 +1,791 @@
+package proptest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"pgregory.net/rapid"
+)
+
+// This file generates histories a real kernel could write (DESIGN §4, §5)
+// and writes them through a real Pebble store. A World is a forest of
+// executions; its actions (Actions) are rapid state-machine actions that
+// each do one thing a kernel does: dispatch, bind a resource, start or end a
+// step, crash, resolve an orphan, deny a call, complete, fail, fork.
+//
+// The generator keeps the bookkeeping a kernel keeps (kernelState, updated
+// one event at a time) to know what it may write next: which steps are in
+// flight, each resource's generation and count. The reference model in
+// model.go recomputes all of it from scratch; the properties compare them.
+
+// Keys are the resource keys the generator binds.
+var Keys = []string{"a", "b", "c"}
+
+// Limits of one generated world.
+const (
+	maxExecutions = 8  // roots and forks
+	maxEvents     = 90 // per lineage
+	maxLiveLLM    = 2  // LLM calls in flight at once in one dispatch
+)
+
+// Forker creates a fork of (parent, at) in log: the hook through which a
+// test plugs in fork.Create. Nil makes the World write fork.created itself
+// with the model's selections.
+type Forker func(ctx context.Context, log eventlog.IndexedLog, parent eventlog.ID, at uint64) (eventlog.ID, error)
+
+// World is a generated forest of executions written through one in-memory
+// Pebble store, and everything the model needs to judge it.
+type World struct {
+	Store    *pebblestore.Store
+	Execs    []*Exec
+	Contents map[string][]string // checkpoint ref → the state it captured
+
+	// Fork, if set, creates forks (see Forker).
+	Fork Forker
+	// OnFork, if set, is called after every fork with the parent, the fork
+	// point and the fork: a test compares what Fork wrote to the model there.
+	OnFork func(t *rapid.T, parent *Exec, at uint64, fork *Exec)
+
+	ctx                 context.Context
+	steps, refs, change int
+	clock               time.Time
+}
+
+// Exec is one generated execution.
+type Exec struct {
+	ID      eventlog.ID
+	Parent     *Exec  // nil for a root
+	At         uint64 // fork point; 0 for a root
+	ParentHead uint64 // the parent's head when the fork was made; 0 for a root
+	Lineage    Lineage
+
+	k kernelState
+}
+
+// status is where an execution's dispatch is.
+type status int
+
+const (
+	idle    status = iota // no dispatch running: fresh fork, or crashed
+	running               // a dispatch is executing the handler
+	done                  // completed or failed
+)
+
+// kernelState is what a kernel knows of one execution while it writes it.
+// It is updated by apply for every event of the lineage, plus what is not in
+// the log (the running dispatch, the real resources).
+type kernelState struct {
+	res        map[string]*kres
+	steps      map[string]*kstep
+	dispatches uint64
+	status     status
+
+	// Not derived from events:
+	obtained map[string]bool     // keys obtained with Resource in this dispatch
+	live     []string            // steps whose bodies are running in this dispatch
+	real     map[string][]string // the real state of the execution's own resources
+	pending  []Change            // changes made since the last event (orphans of a crash)
+}
+
+// kres is a kernel's view of one bound resource.
+type kres struct {
+	every         int
+	onCompletion  bool
+	coverageReuse bool
+	own           bool // this execution has its own resource.bound for it
+	gen           uint64
+	inflight      map[string]bool
+	covered       bool // a checkpoint of gen is known
+	count         int
+	sel           eventlog.ForkSelection // what a fork restores it from
+}
+
+// kstep is a kernel's view of one step.
+type kstep struct {
+	started *eventlog.StepStarted
+	landed  bool
+	plan    []Change // the changes its running body makes, if it gets to them
+}
+
+func newKernelState() kernelState {
+	return kernelState{
+		res:      map[string]*kres{},
+		steps:    map[string]*kstep{},
+		obtained: map[string]bool{},
+		real:     map[string][]string{},
+	}
+}
+
+// apply folds one event of the lineage into the bookkeeping.
+func (k *kernelState) apply(ev eventlog.Event) {
+	switch p := ev.Data.(type) {
+	case *eventlog.DispatchStarted:
+		k.dispatches = p.Dispatch
+	case *eventlog.StepStarted:
+		k.steps[p.StepID] = &kstep{started: p}
+		for key, r := range k.res {
+			if advances(p, key, r.coverageReuse) {
+				r.gen++
+				r.inflight[p.StepID] = true
+				r.covered = false
+			}
+		}
+	case *eventlog.StepSucceeded:
+		k.land(p.StepID)
+	case *eventlog.StepFailed:
+		k.land(p.StepID)
+	case *eventlog.StepCancelled:
+		k.land(p.StepID)
+	case *eventlog.ResourceBound:
+		r := k.res[p.Key]
+		var gen uint64
+		if r != nil {
+			gen = r.gen
+		}
+		k.res[p.Key] = &kres{
+			every: p.EverySteps, onCompletion: p.OnCompletion, coverageReuse: p.CoverageReuse,
+			own: true, gen: gen + 1, inflight: map[string]bool{}, covered: p.From != "",
+		}
+	case *eventlog.ResourceCaptured:
+		r := k.res[p.Key]
+		if p.Generation == r.gen {
+			r.covered = true
+		}
+		r.count = 0
+	case *eventlog.ExecutionCompleted, *eventlog.ExecutionFailed:
+		k.status = done
+	case *eventlog.ForkCreated:
+		for _, s := range p.Selections {
+			r := k.res[s.Key]
+			r.own, r.covered, r.sel = false, s.Covered, s
+		}
+		k.status = idle
+	}
+}
+
+func (k *kernelState) land(id string) {
+	st := k.steps[id]
+	if st == nil {
+		return
+	}
+	if !st.landed && st.started.StepKind != eventlog.StepLLM {
+		for _, key := range st.started.Resources {
+			if r := k.res[key]; r != nil {
+				r.count++
+			}
+		}
+	}
+	st.landed = true
+	for _, r := range k.res {
+		delete(r.inflight, id)
+	}
+	k.live = slices.DeleteFunc(k.live, func(s string) bool { return s == id })
+}
+
+// liveTool reports whether a tool or local step body is running.
+func (k *kernelState) liveTool() bool {
+	for _, id := range k.live {
+		if k.steps[id].started.StepKind != eventlog.StepLLM {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *kernelState) liveLLM() int {
+	n := 0
+	for _, id := range k.live {
+		if k.steps[id].started.StepKind == eventlog.StepLLM {
+			n++
+		}
+	}
+	return n
+}
+
+// orphans returns, sorted, the started steps that have not landed and whose
+// body is not running in this dispatch.
+func (k *kernelState) orphans() []string {
+	var out []string
+	for id, st := range k.steps {
+		if !st.landed && !slices.Contains(k.live, id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NewWorld opens an in-memory store and starts one root execution.
+func NewWorld(t *rapid.T) *World {
+	st, err := pebblestore.Open("", pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	w := &World{
+		Store:    st,
+		Contents: map[string][]string{},
+		ctx:      context.Background(),
+		clock:    time.Unix(1_700_000_000, 0).UTC(),
+	}
+	w.startRoot(t)
+	return w
+}
+
+// Close closes the store.
+func (w *World) Close() error { return w.Store.Close() }
+
+func (w *World) now() time.Time {
+	w.clock = w.clock.Add(time.Millisecond)
+	return w.clock
+}
+
+// Actions returns the state-machine actions that grow the world, for
+// (*rapid.T).Repeat. Each picks an execution it applies to and skips when
+// none does.
+func (w *World) Actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"root":     w.actRoot,
+		"dispatch": w.actDispatch,
+		"bind":     w.actBind,
+		"call":     w.actCall,
+		"start":    w.actStart,
+		"llm":      w.actLLM,
+		"finish":   w.actFinish,
+		"crash":    w.actCrash,
+		"resolve":  w.actResolve,
+		"deny":     w.actDeny,
+		"complete": w.actComplete,
+		"fail":     w.actFail,
+		"fork":     w.actFork,
+	}
+}
+
+// pick draws one of the executions for which ok holds, or returns nil when
+// there is none: the action then does nothing, like a call that replays its
+// recorded outcome. (Skipping instead would make rapid give up on a world
+// whose executions have all finished.)
+func (w *World) pick(t *rapid.T, label string, ok func(*Exec) bool) *Exec {
+	var cands []*Exec
+	for _, e := range w.Execs {
+		if ok(e) {
+			cands = append(cands, e)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	e := cands[rapid.IntRange(0, len(cands)-1).Draw(t, label)]
+	t.Logf("%s: %v", label, e)
+	return e
+}
+
+// isRunning reports whether e has a running dispatch and room for events.
+func isRunning(e *Exec) bool { return e.k.status == running && len(e.Lineage.Events) < maxEvents }
+
+// String names an execution in rapid's output.
+func (e *Exec) String() string {
+	if e.Parent == nil {
+		return fmt.Sprintf("root %s (%d events)", e.ID, len(e.Lineage.Events))
+	}
+	return fmt.Sprintf("fork %s of %s at %d (%d events)", e.ID, e.Parent.ID, e.At, len(e.Lineage.Events))
+}
+
+// write appends events to e in one Append (DESIGN §5: a step's outcome and
+// its captures are one append) and records them in e's lineage; pending
+// changes of e land on the first.
+func (w *World) write(t *rapid.T, e *Exec, events ...eventlog.Event) {
+	head := uint64(len(e.Lineage.Events))
+	for i := range events {
+		events[i].Seq = head + uint64(i) + 1
+		events[i].Time = w.now()
+	}
+	got, err := w.Store.Append(w.ctx, e.ID, head, events...)
+	if err != nil {
+		t.Fatalf("append to %v: %v", e, err)
+	}
+	if got != head+uint64(len(events)) {
+		t.Fatalf("append to %v: head %d, want %d", e, got, head+uint64(len(events)))
+	}
+	for i, ev := range events {
+		var eff []Change
+		if i == 0 {
+			eff, e.k.pending = e.k.pending, nil
+		}
+		e.Lineage.Events = append(e.Lineage.Events, ev)
+		e.Lineage.Effects = append(e.Lineage.Effects, eff)
+	}
+}
+
+// stage applies ev to e's bookkeeping and returns it, so that the next
+// event of the same append can be computed from the state after it.
+func stage(e *Exec, data eventlog.Payload) eventlog.Event {
+	ev := eventlog.Event{Data: data}
+	e.k.apply(ev)
+	return ev
+}
+
+func (w *World) startRoot(t *rapid.T) {
+	at := w.now()
+	id, err := w.Store.Create(w.ctx, &eventlog.ExecutionCreated{Agent: "agent", Input: []byte("in")}, at)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	e := &Exec{ID: id, k: newKernelState()}
+	e.Lineage.ID = id
+	e.Lineage.Events = []eventlog.Event{{Seq: 1, Time: at, Data: &eventlog.ExecutionCreated{Agent: "agent", Input: []byte("in")}}}
+	e.Lineage.Effects = [][]Change{nil}
+	w.Execs = append(w.Execs, e)
+	w.dispatch(t, e)
+}
+
+func (w *World) dispatch(t *rapid.T, e *Exec) {
+	e.k.status = running
+	e.k.obtained = map[string]bool{}
+	e.k.live = nil
+	w.write(t, e, stage(e, &eventlog.DispatchStarted{Dispatch: e.k.dispatches + 1}))
+	// Handlers mostly ask for their resources first thing.
+	for _, key := range Keys {
+		if rapid.Bool().Draw(t, "resource "+key+" first thing") {
+			w.bind(t, e, key)
+		}
+	}
+}
+
+func (w *World) actRoot(t *rapid.T) {
+	if len(w.Execs) >= maxExecutions {
+		return
+	}
+	w.startRoot(t)
+}
+
+// actDispatch starts a dispatch of a crashed execution or of a fresh fork.
+func (w *World) actDispatch(t *rapid.T) {
+	e := w.pick(t, "dispatch of", func(e *Exec) bool { return e.k.status == idle && len(e.Lineage.Events) < maxEvents })
+	if e == nil {
+		return
+	}
+	w.dispatch(t, e)
+}
+
+func (w *World) newRef() string {
+	w.refs++
+	return "ck" + strconv.Itoa(w.refs)
+}
+
+func (w *World) newChange(key string) Change {
+	w.change++
+	return Change{Key: key, Value: key + strconv.Itoa(w.change)}
+}
+
+// capture stages a capture of key (or its failure, drawn) with the given
+// reason; on success the ref's contents are the resource's real state now.
+func (w *World) capture(t *rapid.T, e *Exec, key string, reason eventlog.CaptureReason) eventlog.Event {
+	if rapid.IntRange(0, 7).Draw(t, "capture "+key+" fails") == 7 {
+		return stage(e, &eventlog.ResourceCaptureFailed{Key: key, Reason: reason, Error: "driver: checkpoint failed"})
+	}
+	ref := w.newRef()
+	w.Contents[ref] = slices.Clone(e.k.real[key])
+	return stage(e, &eventlog.ResourceCaptured{Key: key, Ref: ref, Generation: e.k.res[key].gen, Reason: reason})
+}
+
+// actBind is a Resource(key) call of a running handler for a key it has
+// not obtained yet in this dispatch.
+func (w *World) actBind(t *rapid.T) {
+	e := w.pick(t, "bind in", func(e *Exec) bool { return isRunning(e) && !e.k.liveTool() && len(e.k.obtained) < len(Keys) })
+	if e == nil {
+		return
+	}
+	var free []string
+	for _, key := range Keys {
+		if !e.k.obtained[key] {
+			free = append(free, key)
+		}
+	}
+	w.bind(t, e, rapid.SampledFrom(free).Draw(t, "key"))
+}
+
+// bind is the first Resource(key) of a dispatch: Open for an own binding
+// (no event), otherwise create from the fork's selection or the initial
+// environment, with a baseline for the latter (DESIGN §5 steps 2-4).
+func (w *World) bind(t *rapid.T, e *Exec, key string) {
+	e.k.obtained[key] = true
+	r := e.k.res[key]
+	if r != nil && r.own {
+		return // Open(binding): nothing is appended
+	}
+	bound := &eventlog.ResourceBound{
+		Key:           key,
+		DriverID:      "proptest.mem.v1",
+		Configuration: json.RawMessage(`{"key":"` + key + `"}`),
+		Binding:       json.RawMessage(`{"id":"` + w.newRef() + `"}`),
+	}
+	if r != nil { // inherited from the parent: the recorded policy wins
+		bound.From = r.sel.Ref
+		bound.EverySteps, bound.OnCompletion, bound.CoverageReuse = r.every, r.onCompletion, r.coverageReuse
+	} else {
+		bound.EverySteps = rapid.IntRange(1, 3).Draw(t, "every steps")
+		bound.OnCompletion = rapid.Bool().Draw(t, "on completion")
+		bound.CoverageReuse = rapid.Bool().Draw(t, "coverage reuse")
+	}
+	e.k.real[key] = slices.Clone(w.Contents[bound.From])
+	events := []eventlog.Event{stage(e, bound)}
+	if bound.From == "" {
+		baseline := w.capture(t, e, key, eventlog.CaptureBaseline)
+		if rapid.Bool().Draw(t, "baseline in its own append") {
+			w.write(t, e, events...)
+			events = nil
+		}
+		events = append(events, baseline)
+	}
+	w.write(t, e, events...)
+}
+
+// startTool starts a live tool call or local step in e and returns its ID.
+func (w *World) startTool(t *rapid.T, e *Exec) string {
+	var affects []string
+	for _, key := range Keys {
+		if e.k.obtained[key] && rapid.Bool().Draw(t, "affects "+key) {
+			affects = append(affects, key)
+		}
+	}
+	w.steps++
+	id := "s" + strconv.Itoa(w.steps)
+	kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal}).Draw(t, "kind")
+	idem := rapid.SampledFrom([]eventlog.Idempotency{eventlog.SafeToRetry, eventlog.AtMostOnce}).Draw(t, "idempotency")
+	started := &eventlog.StepStarted{
+		StepID: id, StepKind: kind, Target: "target" + strconv.Itoa(w.steps%4),
+		Args: []byte(id), Resources: affects, Idempotency: idem, Attempt: 1,
+	}
+	w.write(t, e, stage(e, started))
+	e.k.live = append(e.k.live, id)
+	w.planChanges(t, e, id)
+	return id
+}
+
+// planChanges decides what the running body of step id will change: each
+// resource it affects, and (only for resources without CoverageReuse, whose
+// changes need not go through declared calls) sometimes one it does not.
+func (w *World) planChanges(t *rapid.T, e *Exec, id string) {
+	st := e.k.steps[id]
+	st.plan = nil
+	for _, key := range Keys {
+		if !e.k.obtained[key] {
+			continue
+		}
+		if slices.Contains(st.started.Resources, key) {
+			st.plan = append(st.plan, w.newChange(key))
+		} else if !e.k.res[key].coverageReuse && rapid.IntRange(0, 4).Draw(t, "undeclared change of "+key) == 0 {
+			st.plan = append(st.plan, w.newChange(key))
+		}
+	}
+}
+
+// runBody makes the planned changes the body got to (each drawn) to the
+// real resources, as changes pending for the next event.
+func (w *World) runBody(t *rapid.T, e *Exec, id string) {
+	st := e.k.steps[id]
+	for _, c := range st.plan {
+		if rapid.IntRange(0, 3).Draw(t, "body made "+c.Value) > 0 {
+			e.k.real[c.Key] = append(e.k.real[c.Key], c.Value)
+			e.k.pending = append(e.k.pending, c)
+		}
+	}
+	st.plan = nil
+}
+
+// land stages the terminal event of step id and, for a counted call, the
+// due captures of the keys it affects that no other step is in flight for
+// (DESIGN §5: committed with the outcome, a failure leaves it due).
+func (w *World) land(t *rapid.T, e *Exec, terminal eventlog.Payload, id string) []eventlog.Event {
+	events := []eventlog.Event{stage(e, terminal)}
+	st := e.k.steps[id]
+	if st.started.StepKind == eventlog.StepLLM {
+		return events
+	}
+	keys := slices.Clone(st.started.Resources)
+	slices.Sort(keys)
+	for _, key := range slices.Compact(keys) {
+		r := e.k.res[key]
+		if r.count >= r.every && len(r.inflight) == 0 {
+			events = append(events, w.capture(t, e, key, eventlog.CaptureSteps))
+		}
+	}
+	return events
+}
+
+// finish ends the running body of step id with a drawn outcome.
+func (w *World) finish(t *rapid.T, e *Exec, id string) {
+	w.runBody(t, e, id)
+	var terminal eventlog.Payload
+	switch rapid.IntRange(0, 3).Draw(t, "outcome") {
+	case 0:
+		terminal = &eventlog.StepFailed{StepID: id, Error: "body failed"}
+	case 1:
+		terminal = &eventlog.StepCancelled{StepID: id}
+	default:
+		terminal = &eventlog.StepSucceeded{StepID: id, Result: []byte("ok " + id)}
+	}
+	w.write(t, e, w.land(t, e, terminal, id)...)
+}
+
+// actCall is a whole live tool call or local step: start, body, outcome.
+func (w *World) actCall(t *rapid.T) {
+	e := w.pick(t, "call in", func(e *Exec) bool { return isRunning(e) && !e.k.liveTool() })
+	if e == nil {
+		return
+	}
+	w.finish(t, e, w.startTool(t, e))
+}
+
+// actStart starts a tool call or local step whose outcome comes later, so
+// that crashes, forks and LLM calls can fall while it runs.
+func (w *World) actStart(t *rapid.T) {
+	e := w.pick(t, "start in", func(e *Exec) bool { return isRunning(e) && !e.k.liveTool() })
+	if e == nil {
+		return
+	}
+	w.startTool(t, e)
+}
+
+// actLLM starts an LLM call; LLM calls may run beside anything.
+func (w *World) actLLM(t *rapid.T) {
+	e := w.pick(t, "llm in", func(e *Exec) bool { return isRunning(e) && e.k.liveLLM() < maxLiveLLM })
+	if e == nil {
+		return
+	}
+	w.steps++
+	id := "s" + strconv.Itoa(w.steps)
+	w.write(t, e, stage(e, &eventlog.StepStarted{
+		StepID: id, StepKind: eventlog.StepLLM, Target: "model", Args: []byte(id),
+		Idempotency: eventlog.SafeToRetry, Attempt: 1,
+	}))
+	e.k.live = append(e.k.live, id)
+}
+
+// actFinish ends one running step.
+func (w *World) actFinish(t *rapid.T) {
+	e := w.pick(t, "finish in", func(e *Exec) bool { return isRunning(e) && len(e.k.live) > 0 })
+	if e == nil {
+		return
+	}
+	id := rapid.SampledFrom(slices.Clone(e.k.live)).Draw(t, "step")
+	w.finish(t, e, id)
+}
+
+// actCrash kills the dispatch: running steps become orphans, their bodies
+// having made some of their changes.
+func (w *World) actCrash(t *rapid.T) {
+	e := w.pick(t, "crash of", isRunning)
+	if e == nil {
+		return
+	}
+	for _, id := range e.k.live {
+		w.runBody(t, e, id)
+	}
+	e.k.live = nil
+	e.k.status = idle
+}
+
+// actResolve is the handler reaching an orphan again (DESIGN §4):
+// safe_to_retry runs it again (Attempt+1), at_most_once fails it as
+// indeterminate without running it, which is a counted call.
+func (w *World) actResolve(t *rapid.T) {
+	ready := func(e *Exec, id string) bool {
+		st := e.k.steps[id].started
+		if st.StepKind == eventlog.StepLLM {
+			return e.k.liveLLM() < maxLiveLLM
+		}
+		if e.k.liveTool() {
+			return false
+		}
+		for _, key := range st.Resources {
+			if !e.k.obtained[key] {
+				return false // Affects names a key this dispatch has not obtained
+			}
+		}
+		return true
+	}
+	e := w.pick(t, "resolve in", func(e *Exec) bool {
+		return isRunning(e) && slices.ContainsFunc(e.k.orphans(), func(id string) bool { return ready(e, id) })
+	})
+	if e == nil {
+		return
+	}
+	id := rapid.SampledFrom(slices.DeleteFunc(e.k.orphans(), func(id string) bool { return !ready(e, id) })).Draw(t, "orphan")
+	st := e.k.steps[id].started
+	if st.Idempotency == eventlog.AtMostOnce {
+		w.write(t, e, w.land(t, e, &eventlog.StepFailed{StepID: id, Error: "indeterminate", Indeterminate: true}, id)...)
+		return
+	}
+	again := *st
+	again.Attempt++
+	w.write(t, e, stage(e, &again))
+	e.k.live = append(e.k.live, id)
+	if st.StepKind != eventlog.StepLLM {
+		w.planChanges(t, e, id)
+	}
+}
+
+// actDeny is the gate refusing a call: step.denied, nothing runs.
+func (w *World) actDeny(t *rapid.T) {
+	e := w.pick(t, "deny in", isRunning)
+	if e == nil {
+		return
+	}
+	w.steps++
+	id := "s" + strconv.Itoa(w.steps)
+	kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM}).Draw(t, "denied kind")
+	w.write(t, e, stage(e, &eventlog.StepDenied{StepID: id, StepKind: kind, Target: "denied", Reason: "gate"}))
+}
+
+// actComplete returns from the handler: completion captures of the
+// uncovered resources with OnCompletion (skipped for one a step is still in
+// flight for), then execution.completed, in one append. A fork completes
+// only once it has made every resource it inherited.
+func (w *World) actComplete(t *rapid.T) {
+	e := w.pick(t, "complete", func(e *Exec) bool {
+		if !isRunning(e) || len(e.k.live) > 0 {
+			return false
+		}
+		for _, r := range e.k.res {
+			if !r.own {
+				return false
+			}
+		}
+		return true
+	})
+	if e == nil {
+		return
+	}
+	var events []eventlog.Event
+	for _, key := range slices.Sorted(maps.Keys(e.k.res)) {
+		r := e.k.res[key]
+		if r.onCompletion && !r.covered && len(r.inflight) == 0 {
+			events = append(events, w.capture(t, e, key, eventlog.CaptureCompletion))
+		}
+	}
+	events = append(events, stage(e, &eventlog.ExecutionCompleted{Output: []byte("out")}))
+	w.write(t, e, events...)
+}
+
+// actFail is the handler returning an error.
+func (w *World) actFail(t *rapid.T) {
+	e := w.pick(t, "fail", func(e *Exec) bool { return isRunning(e) && len(e.k.live) == 0 })
+	if e == nil {
+		return
+	}
+	w.write(t, e, stage(e, &eventlog.ExecutionFailed{Error: "handler failed", Code: eventlog.FailHandler}))
+}
+
+// actFork forks any execution at any of its events, including a
+// step.started and a point inside another fork's inherited prefix.
+func (w *World) actFork(t *rapid.T) {
+	if len(w.Execs) >= maxExecutions {
+		return
+	}
+	parent := w.pick(t, "fork of", func(*Exec) bool { return true })
+	if parent == nil {
+		return
+	}
+	at := rapid.Uint64Range(1, uint64(len(parent.Lineage.Events))).Draw(t, "fork at")
+	w.ForkAt(t, parent, at)
+}
+
+// ForkAt forks parent at seq at, through w.Fork if set, else by writing the
+// model's selections; the fork's bookkeeping is its parent's at at, then
+// fork.created.
+func (w *World) ForkAt(t *rapid.T, parent *Exec, at uint64) *Exec {
+	var id eventlog.ID
+	var err error
+	if w.Fork != nil {
+		id, err = w.Fork(w.ctx, w.Store, parent.ID, at)
+	} else {
+		pt := PointAt(parent.Lineage.Events, at)
+		id, err = w.Store.Fork(w.ctx, parent.ID, at, &eventlog.ForkCreated{Selections: pt.Resources}, w.now())
+	}
+	if err != nil {
+		t.Fatalf("fork %v at %d: %v", parent, at, err)
+	}
+	// Read back what the fork wrote: its fork.created is the only own event.
+	var fc eventlog.Event
+	for ev, err := range w.Store.Events(w.ctx, id, at+1) {
+		if err != nil {
+			t.Fatalf("read fork: %v", err)
+		}
+		fc = ev
+	}
+	if _, ok := fc.Data.(*eventlog.ForkCreated); !ok || fc.Seq != at+1 {
+		t.Fatalf("fork %v at %d: event %d is %v, want fork.created", parent, at, fc.Seq, fc.Kind())
+	}
+	f := &Exec{ID: id, Parent: parent, At: at, ParentHead: uint64(len(parent.Lineage.Events)), k: newKernelState()}
+	f.Lineage.ID = id
+	f.Lineage.Events = append(slices.Clone(parent.Lineage.Events[:at]), fc)
+	f.Lineage.Effects = append(slices.Clone(parent.Lineage.Effects[:at]), nil)
+	for _, ev := range f.Lineage.Events {
+		f.k.apply(ev)
+	}
+	for _, s := range fc.Data.(*eventlog.ForkCreated).Selections {
+		f.k.real[s.Key] = slices.Clone(w.Contents[s.Ref])
+	}
+	w.Execs = append(w.Execs, f)
+	if w.OnFork != nil {
+		w.OnFork(t, parent, at, f)
+	}
+	return f
+}
+
+// Encoded returns the encoded records of every event of e's lineage as the
+// store holds them now.
+func (w *World) Encoded(e *Exec) ([][]byte, error) { return w.encodedOf(e.ID, 1) }
+
+// encodedOwn returns the encoded records of e's own events (after its fork
+// point) as the store holds them now.
+func (w *World) encodedOwn(e *Exec) ([][]byte, error) { return w.encodedOf(e.ID, e.At+1) }
+
+// encodedOf returns the encoded records of execution id's lineage from seq
+// from.
+func (w *World) encodedOf(id eventlog.ID, from uint64) ([][]byte, error) {
+	var out [][]byte
+	for ev, err := range w.Store.Events(w.ctx, id, from) {
+		if err != nil {
+			return nil, err
+		}
+		rec, err := eventlog.AppendRecord(nil, ev)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// CheckStored fails t unless the store holds exactly the lineage the world
+// wrote for every execution.
+func (w *World) CheckStored(t *rapid.T) {
+	for _, e := range w.Execs {
+		got, err := w.Encoded(e)
+		if err != nil {
+			t.Fatalf("read %v: %v", e, err)
+		}
+		if len(got) != len(e.Lineage.Events) {
+			t.Fatalf("%v: store has %d events, world wrote %d", e, len(got), len(e.Lineage.Events))
+		}
+		for i, ev := range e.Lineage.Events {
+			want, err := eventlog.AppendRecord(nil, ev)
+			if err != nil {
+				t.Fatalf("encode: %v", err)
+			}
+			if !bytes.Equal(got[i], want) {
+				t.Fatalf("%v: event %d differs from what was written", e, i+1)
+			}
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package proptest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/forkline/forkline/eventlog"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// worldRounds is how many times genWorld runs rapid's Repeat.
+const worldRounds = 3
+
+// genWorld grows a world with rapid's state machine: every action is a
+// kernel doing one thing (world.Actions), and check, if set, runs after each
+// action and at the start. The world's store is closed when t ends; every
+// lineage the world recorded is checked against the store at the end.
+func genWorld(t *rapid.T, setup func(*World), check func(*rapid.T, *World)) *World {
+	w := NewWorld(t)
+	t.Cleanup(func() { _ = w.Close() })
+	if setup != nil {
+		setup(w)
+	}
+	actions := w.Actions()
+	if check != nil {
+		actions[""] = func(t *rapid.T) { check(t, w) }
+	}
+	// Three rounds of rapid's default -rapid.steps (30) actions each: enough
+	// for forks of forks and for forks that run, bind and capture.
+	for range worldRounds {
+		t.Repeat(actions)
+	}
+	w.CheckStored(t)
+	return w
+}
+
+// TestGeneratorCoversTheCases makes sure the generator reaches the cases
+// the properties are about, so that a passing property is not a vacuous
+// one: forks at a step.started, forks of forks inside the shared prefix,
+// covered and uncovered points with and without CoverageReuse, steps
+// captures, failed captures, completion captures, indeterminate orphans.
+func TestGeneratorCoversTheCases(t *testing.T) {
+	seen := map[string]int{}
+	rapid.Check(t, func(t *rapid.T) {
+		w := genWorld(t, nil, nil)
+		for k, v := range census(w) {
+			seen[k] += v
+		}
+	})
+	for _, k := range []string{
+		"fork at step.started", "fork of fork in shared prefix", "covered point", "uncovered point",
+		"covered point (coverage reuse)", "covered point (no coverage reuse)",
+		"capture steps", "capture completion", "capture baseline", "capture failed",
+		"indeterminate", "retry", "cancelled", "denied", "bound from ref", "undeclared change",
+	} {
+		if seen[k] == 0 {
+			t.Errorf("no generated world has a %q", k)
+		}
+	}
+	t.Logf("census over all checks: %v", seen)
+}
+
+// census counts the cases a world contains (see TestGeneratorCoversTheCases).
+func census(w *World) map[string]int {
+	c := map[string]int{}
+	for _, e := range w.Execs {
+		if e.Parent != nil {
+			if e.Parent.Lineage.Events[e.At-1].Kind() == eventlog.KindStepStarted {
+				c["fork at step.started"]++
+			}
+			if e.Parent.Parent != nil && e.At <= e.Parent.At {
+				c["fork of fork in shared prefix"]++
+			}
+		}
+		events := e.Lineage.Events
+		for i, ev := range events {
+			n := uint64(i + 1)
+			if i >= int(e.At) { // the execution's own events
+				switch p := ev.Data.(type) {
+				case *eventlog.ResourceCaptured:
+					c["capture "+string(p.Reason)]++
+				case *eventlog.ResourceCaptureFailed:
+					c["capture failed"]++
+				case *eventlog.StepFailed:
+					if p.Indeterminate {
+						c["indeterminate"]++
+					}
+				case *eventlog.StepStarted:
+					if p.Attempt > 1 {
+						c["retry"]++
+					}
+				case *eventlog.StepCancelled:
+					c["cancelled"]++
+				case *eventlog.StepDenied:
+					c["denied"]++
+				case *eventlog.ResourceBound:
+					if p.From != "" {
+						c["bound from ref"]++
+					}
+				}
+				if id, ok := terminalStep(ev); ok {
+					st := stepStartedBefore(events[:i], id)
+					for _, ch := range e.Lineage.Effects[i] {
+						if st != nil && !slices.Contains(st.Resources, ch.Key) {
+							c["undeclared change"]++
+						}
+					}
+				}
+			}
+			pt := PointAt(events, n)
+			if len(pt.Resources) == 0 {
+				continue
+			}
+			if pt.Covered {
+				c["covered point"]++
+			} else {
+				c["uncovered point"]++
+			}
+			for _, s := range pt.Resources {
+				if s.Covered {
+					if Binding(events[:n], s.Key).CoverageReuse {
+						c["covered point (coverage reuse)"]++
+					} else {
+						c["covered point (no coverage reuse)"]++
+					}
+				}
+			}
+		}
+	}
+	return c
+}
+
+// describe renders one event on one line, for failure messages.
+func describe(ev eventlog.Event) string {
+	switch p := ev.Data.(type) {
+	case *eventlog.DispatchStarted:
+		return fmt.Sprintf("%d dispatch.started %d", ev.Seq, p.Dispatch)
+	case *eventlog.StepStarted:
+		return fmt.Sprintf("%d step.started %s %s %v %s attempt %d", ev.Seq, p.StepID, p.StepKind, p.Resources, p.Idempotency, p.Attempt)
+	case *eventlog.StepSucceeded:
+		return fmt.Sprintf("%d step.succeeded %s", ev.Seq, p.StepID)
+	case *eventlog.StepFailed:
+		return fmt.Sprintf("%d step.failed %s indeterminate=%v", ev.Seq, p.StepID, p.Indeterminate)
+	case *eventlog.StepCancelled:
+		return fmt.Sprintf("%d step.cancelled %s", ev.Seq, p.StepID)
+	case *eventlog.StepDenied:
+		return fmt.Sprintf("%d step.denied %s %s", ev.Seq, p.StepID, p.StepKind)
+	case *eventlog.ResourceBound:
+		return fmt.Sprintf("%d resource.bound %s from=%q every=%d completion=%v reuse=%v", ev.Seq, p.Key, p.From, p.EverySteps, p.OnCompletion, p.CoverageReuse)
+	case *eventlog.ResourceCaptured:
+		return fmt.Sprintf("%d resource.captured %s %s gen %d %s", ev.Seq, p.Key, p.Ref, p.Generation, p.Reason)
+	case *eventlog.ResourceCaptureFailed:
+		return fmt.Sprintf("%d resource.capture_failed %s %s", ev.Seq, p.Key, p.Reason)
+	case *eventlog.ForkCreated:
+		return fmt.Sprintf("%d fork.created at %d %+v", ev.Seq, p.At, p.Selections)
+	}
+	return fmt.Sprintf("%d %s", ev.Seq, ev.Kind())
+}
+
+// dump renders a lineage with its effects, one event a line.
+func dump(l Lineage) string {
+	var b strings.Builder
+	for i, ev := range l.Events {
+		b.WriteString(describe(ev))
+		if len(l.Effects[i]) > 0 {
+			fmt.Fprintf(&b, "   (after changes %v)", l.Effects[i])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
