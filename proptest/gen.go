@@ -61,7 +61,7 @@ type World struct {
 
 // Exec is one generated execution.
 type Exec struct {
-	ID      eventlog.ID
+	ID         eventlog.ID
 	Parent     *Exec  // nil for a root
 	At         uint64 // fork point; 0 for a root
 	ParentHead uint64 // the parent's head when the fork was made; 0 for a root
