@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"runtime/debug"
@@ -246,5 +245,3 @@ func (k *Kernel) Events(ctx context.Context, id eventlog.ID) iter.Seq2[eventlog.
 func panicError(where string, r any) error {
 	return fmt.Errorf("panic in %s: %v\n%s", where, r, debug.Stack())
 }
-
-var errNoResult = errors.New("sdk: no result")
