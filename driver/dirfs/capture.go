@@ -262,8 +262,8 @@ func (bw *blobWriter) storeFile(root *os.Root, rel string) ([sha256.Size]byte, i
 		return h, 0, err
 	}
 	hasher := sha256.New()
-	if bw.buf == nil || len(bw.buf) < copyBufSize {
-		bw.buf = make([]byte, copyBufSize)
+	if cap(bw.buf) < copyBufSize {
+		bw.buf = make([]byte, 0, copyBufSize)
 	}
 	n, err := io.CopyBuffer(io.MultiWriter(tmp, hasher), f, bw.buf[:copyBufSize])
 	if err != nil {

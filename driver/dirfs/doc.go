@@ -65,7 +65,9 @@
 // # Restore
 //
 // [Driver.Create] with a ref materializes the manifest into a new directory
-// under a temporary name and renames it into place when complete. Files are
+// under a temporary name and renames it into place when complete:
+// directories and links in manifest order, then the files, several at a
+// time (restoring is bound by system calls, which overlap). Files are
 // cloned from their blobs with FICLONE where the file system supports
 // reflinks (copy-on-write: a write in the workspace never reaches the blob)
 // and copied otherwise; never hard-linked. Every file's content is hashed

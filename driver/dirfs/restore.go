@@ -9,6 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/forkline/forkline/driver/internal/storefs"
 )
@@ -58,21 +61,21 @@ func (d *Driver) publish(tmp, id, ref string) error {
 	return nil
 }
 
-// materialize writes the entries of m below dir, in order. Every file's
+// restoreWorkers is how many files a restore writes at once: restoring is
+// bound by system calls (open, create, read, write, chmod, close per file),
+// which overlap well even on two cores.
+var restoreWorkers = min(8, 2*runtime.GOMAXPROCS(0))
+
+// materialize writes the entries of m below dir: directories and symbolic
+// links in manifest order, then the files, several at a time. Every file's
 // content is hashed as it is written and compared with its entry, so a
 // corrupt or missing blob fails the restore instead of yielding wrong
 // content. Directories are created writable and given their modes last,
 // deepest first, so that read-only directories can be filled.
 func (d *Driver) materialize(ctx context.Context, m manifest, dir string) error {
-	buf := make([]byte, copyBufSize)
-	var dirs []*entry
+	var dirs, files []*entry
 	for i := range m {
 		e := &m[i]
-		if i%256 == 255 {
-			if err := ctx.Err(); err != nil {
-				return &Error{Op: "create", Err: err}
-			}
-		}
 		p := filepath.Join(dir, filepath.FromSlash(e.path))
 		var err error
 		switch e.kind {
@@ -82,11 +85,14 @@ func (d *Driver) materialize(ctx context.Context, m manifest, dir string) error 
 		case kindSymlink:
 			err = os.Symlink(e.target, p)
 		case kindFile:
-			err = d.restoreFile(e, p, buf)
+			files = append(files, e)
 		}
 		if err != nil {
 			return &Error{Op: "create", Path: e.path, Err: err}
 		}
+	}
+	if err := d.restoreFiles(ctx, files, dir); err != nil {
+		return err
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
 		e := dirs[i]
@@ -95,6 +101,48 @@ func (d *Driver) materialize(ctx context.Context, m manifest, dir string) error 
 		}
 	}
 	return nil
+}
+
+// restoreFiles writes the given file entries below dir with restoreWorkers
+// goroutines. It returns the first error; the other workers stop at their
+// next file.
+func (d *Driver) restoreFiles(ctx context.Context, files []*entry, dir string) error {
+	var (
+		next     atomic.Int64
+		failed   atomic.Bool
+		firstErr error
+		errOnce  sync.Once
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		failed.Store(true)
+	}
+	workers := min(restoreWorkers, len(files))
+	for range workers {
+		wg.Go(func() {
+			buf := make([]byte, copyBufSize)
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
+					return
+				}
+				if i%256 == 255 {
+					if err := ctx.Err(); err != nil {
+						fail(&Error{Op: "create", Err: err})
+						return
+					}
+				}
+				e := files[i]
+				if err := d.restoreFile(e, filepath.Join(dir, filepath.FromSlash(e.path)), buf); err != nil {
+					fail(&Error{Op: "create", Path: e.path, Err: err})
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
 }
 
 // restoreFile writes the blob of a file entry to the new file p. It clones

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // RefLen is the length of a ref: the hex encoding of a SHA-256 digest.
@@ -53,11 +52,6 @@ const TempSuffix = ".tmp"
 // identifier and TempSuffix, open for writing with mode 0600.
 func CreateTemp(dir string) (*os.File, error) {
 	return os.OpenFile(filepath.Join(dir, NewID()+TempSuffix), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-}
-
-// IsTemp reports whether name (a base name) is a temporary file's.
-func IsTemp(name string) bool {
-	return strings.HasSuffix(name, TempSuffix)
 }
 
 // SyncDir fsyncs the directory dir, making renames and creations in it
