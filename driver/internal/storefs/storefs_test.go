@@ -67,4 +67,3 @@ func TestWriteAtomic(t *testing.T) {
 		t.Error("WriteAtomic with a missing temp dir succeeded")
 	}
 }
-
