@@ -1,8 +1,10 @@
 package pebblestore_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"iter"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,9 +61,15 @@ func appendAll(t testing.TB, s eventlog.Log, id eventlog.ID, evs ...eventlog.Eve
 	return got
 }
 
+// fataler is what testing.TB and *rapid.T have in common that helpers use.
+type fataler interface {
+	Helper()
+	Fatalf(string, ...any)
+}
+
 // collect reads a sequence to its end: the values, and the error (which
 // must come last, at most once).
-func collect[V any](t testing.TB, seq iter.Seq2[V, error]) ([]V, error) {
+func collect[V any](t fataler, seq iter.Seq2[V, error]) ([]V, error) {
 	t.Helper()
 	var out []V
 	var err error
@@ -87,7 +95,50 @@ func events(t testing.TB, s eventlog.Log, id eventlog.ID, from uint64) []eventlo
 	return evs
 }
 
-func diff(want, got any) string { return cmp.Diff(want, got, cmpopts.EquateEmpty()) }
+// diff compares with cmp, nil and empty slices being equal. For the types
+// the property tests compare often it first tries a cheap exact comparison
+// and only builds a diff when that fails.
+func diff(want, got any) string {
+	switch w := want.(type) {
+	case []eventlog.Event:
+		if g, ok := got.([]eventlog.Event); ok && eventsEqual(w, g) {
+			return ""
+		}
+	case eventlog.Info:
+		if g, ok := got.(eventlog.Info); ok && infoEqual(w, g) {
+			return ""
+		}
+	case []eventlog.Info:
+		if g, ok := got.([]eventlog.Info); ok && slices.EqualFunc(w, g, infoEqual) {
+			return ""
+		}
+	case []eventlog.ResourceState:
+		if g, ok := got.([]eventlog.ResourceState); ok && slices.EqualFunc(w, g, stateEqual) {
+			return ""
+		}
+	}
+	return cmp.Diff(want, got, cmpopts.EquateEmpty())
+}
+
+// eventsEqual compares seqs and encoded records: equal records mean equal
+// times (to the nanosecond) and payloads.
+func eventsEqual(a, b []eventlog.Event) bool {
+	return slices.EqualFunc(a, b, func(x, y eventlog.Event) bool {
+		rx, errx := eventlog.AppendRecord(nil, x)
+		ry, erry := eventlog.AppendRecord(nil, y)
+		return x.Seq == y.Seq && errx == nil && erry == nil && bytes.Equal(rx, ry)
+	})
+}
+
+func infoEqual(x, y eventlog.Info) bool {
+	return x.ID == y.ID && x.Agent == y.Agent && x.Parent == y.Parent && x.ForkSeq == y.ForkSeq &&
+		x.Head == y.Head && x.Created.Equal(y.Created)
+}
+
+func stateEqual(x, y eventlog.ResourceState) bool {
+	return x.Key == y.Key && x.Seq == y.Seq && x.Generation == y.Generation && slices.Equal(x.InFlight, y.InFlight) &&
+		x.CoverageReuse == y.CoverageReuse && x.Bound == y.Bound && x.Latest == y.Latest
+}
 
 func at(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
 
