@@ -651,3 +651,22 @@ func currentUmask(t testing.TB) fs.FileMode {
 	must(t, err)
 	return 0o777 &^ fi.Mode().Perm()
 }
+
+func TestClosedHandle(t *testing.T) {
+	d := newDriver(t)
+	w, b := create(t, d, "")
+	must(t, w.WriteFile("f", []byte("x")))
+	ref := checkpoint(t, d, w)
+	must(t, w.Close())
+	if _, err := w.ReadFile("f"); err == nil {
+		t.Error("ReadFile on a closed handle succeeded")
+	}
+	must(t, w.Close()) // closing twice is harmless
+	o, err := d.Open(context.Background(), b)
+	must(t, err)
+	defer o.Close()
+	if got, err := o.ReadFile("f"); err != nil || string(got) != "x" {
+		t.Errorf("reopened ReadFile = %q, %v", got, err)
+	}
+	expectRestores(t, d, ref, map[string]node{"f": {Kind: 'f', Mode: 0o644 &^ currentUmask(t), Data: "x"}})
+}

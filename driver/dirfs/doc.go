@@ -26,7 +26,8 @@
 // it is: a link is never followed, and restoring creates the same link, even
 // one pointing outside the workspace). Modification times, ownership,
 // extended attributes and the setuid, setgid and sticky bits are not
-// captured; restored files get new times. Anything else in the workspace (a
+// captured; restored files get new times, and hard links within the
+// workspace are restored as separate files with equal contents. Anything else in the workspace (a
 // socket, a named pipe, a device) fails the checkpoint with
 // [ErrUnsupportedFile]. Equal trees give equal refs.
 //

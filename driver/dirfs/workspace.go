@@ -54,9 +54,10 @@ func (w *Workspace) Root() *os.Root { return w.root }
 // FS returns the workspace as a read-only [fs.FS].
 func (w *Workspace) FS() fs.FS { return w.root.FS() }
 
-// Close releases the handle's open directory. The workspace itself stays;
-// the handle's file helpers fail afterwards, and a later Checkpoint of it
-// still works, since it reads by path.
+// Close releases the handle's open directory. The workspace itself stays
+// (reach it again with [Driver.Open]); the handle's file helpers and a
+// Checkpoint of it fail afterwards. Checkpoints already taken are not
+// affected.
 func (w *Workspace) Close() error { return w.root.Close() }
 
 // ReadFile returns the contents of the file name.
