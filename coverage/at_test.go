@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
@@ -13,6 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 )
+
+// epoch is the time of every event the tests write.
+var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // testStore is one store of the metamorphic pair: the same histories are
 // written to Pebble in memory and on disk and must give identical answers.
@@ -114,11 +118,15 @@ func checkAt(t tb, s *pebblestore.Store, w written, history []eventlog.Event) {
 	}
 }
 
-// checkAtOnStores writes a lineage to fresh in-memory and on-disk stores,
-// one event per append, and checks At against Fold.Point on each execution.
-func checkAtOnStores(t *testing.T, events []eventlog.Event) {
+// checkAtOnStores writes a lineage to in-memory and on-disk stores, one
+// event per append, and checks At against Fold.Point on each execution it
+// made. stores is nil for fresh ones.
+func checkAtOnStores(t *testing.T, stores []testStore, events []eventlog.Event) {
 	t.Helper()
-	for _, st := range openStores(t) {
+	if stores == nil {
+		stores = openStores(t)
+	}
+	for _, st := range stores {
 		ws, err := writeLineage(context.Background(), st.s, events, func(int) int { return 1 })
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
@@ -133,8 +141,9 @@ func checkAtOnStores(t *testing.T, events []eventlog.Event) {
 // with the store's Fork — At equals Fold.Point at every seq, in memory and
 // on disk. DESIGN §8.3, §5.
 func TestAtGolden(t *testing.T) {
-	for _, c := range goldenCases() {
-		t.Run(c.name, func(t *testing.T) { checkAtOnStores(t, c.h.events) })
+	stores := openStores(t)
+	for _, c := range goldenCases(t) {
+		t.Run(c.where, func(t *testing.T) { checkAtOnStores(t, stores, c.events(t)) })
 	}
 }
 
@@ -176,7 +185,7 @@ func TestAtMatchesFold(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fc := &eventlog.ForkCreated{Parent: testID(98), At: at}
+			fc := &eventlog.ForkCreated{Parent: eventlog.ID{'P'}, At: at}
 			for _, s := range want.Resources {
 				fc.Selections = append(fc.Selections, eventlog.ForkSelection{Key: s.Key, Ref: s.Ref, CapturedAt: s.CapturedAt, Generation: s.Generation, Covered: s.Covered})
 			}
@@ -224,7 +233,7 @@ func TestAtMatchesFold(t *testing.T) {
 func TestAtErrors(t *testing.T) {
 	ctx := context.Background()
 	st := openStores(t)[0].s
-	ws, err := writeLineage(ctx, st, coderAgent(1, false).events, func(int) int { return 7 })
+	ws, err := writeLineage(ctx, st, goldenEvents(t, "coder.txt", 0), func(int) int { return 7 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +243,7 @@ func TestAtErrors(t *testing.T) {
 			t.Errorf("At(%d) = %v, want an error wrapping eventlog.ErrInvalid", at, err)
 		}
 	}
-	if _, err := coverage.At(ctx, st, testID(77), 1); !errors.Is(err, eventlog.ErrNotFound) {
+	if _, err := coverage.At(ctx, st, eventlog.NewID(), 1); !errors.Is(err, eventlog.ErrNotFound) {
 		t.Errorf("At(unknown execution) = %v, want an error wrapping eventlog.ErrNotFound", err)
 	}
 	if _, err := coverage.At(ctx, nil, id, 1); !errors.Is(err, eventlog.ErrInvalid) {

@@ -24,9 +24,9 @@ func coderEvents(n int) []eventlog.Event {
 	}
 	add(&eventlog.ExecutionCreated{Agent: "coder"})
 	add(&eventlog.DispatchStarted{Dispatch: 1})
-	add(&eventlog.ResourceBound{Key: ws, DriverID: "dirfs", Binding: json.RawMessage(`{"dir":"/w"}`), EverySteps: 5, OnCompletion: true})
+	add(&eventlog.ResourceBound{Key: "workspace", DriverID: "dirfs", Binding: json.RawMessage(`{"dir":"/w"}`), EverySteps: 5, OnCompletion: true})
 	gen := uint64(1)
-	add(&eventlog.ResourceCaptured{Key: ws, Ref: "ws-base", Generation: gen, Reason: eventlog.CaptureBaseline})
+	add(&eventlog.ResourceCaptured{Key: "workspace", Ref: "ws-base", Generation: gen, Reason: eventlog.CaptureBaseline})
 	writes, turns, dispatch := 0, 0, uint64(1)
 	call := func(kind eventlog.StepKind, target string, affects ...string) {
 		id := fmt.Sprintf("%s#%d", target, len(events))
@@ -46,10 +46,10 @@ func coderEvents(n int) []eventlog.Event {
 			call(eventlog.StepTool, "read_file")
 			continue
 		}
-		call(eventlog.StepTool, "write_file", ws)
+		call(eventlog.StepTool, "write_file", "workspace")
 		if writes++; writes == 5 {
 			writes = 0
-			add(&eventlog.ResourceCaptured{Key: ws, Ref: fmt.Sprintf("ws-%d", len(events)+1), Generation: gen, Reason: eventlog.CaptureSteps})
+			add(&eventlog.ResourceCaptured{Key: "workspace", Ref: fmt.Sprintf("ws-%d", len(events)+1), Generation: gen, Reason: eventlog.CaptureSteps})
 		}
 	}
 	return events[:n]

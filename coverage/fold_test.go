@@ -113,7 +113,7 @@ func badEvent(t *rapid.T, head uint64) eventlog.Event {
 	case 5:
 		return eventlog.Event{Seq: next, Data: &eventlog.StepSucceeded{}}
 	default:
-		return eventlog.Event{Seq: next, Data: &eventlog.ForkCreated{Parent: testID(1), At: next + 1}}
+		return eventlog.Event{Seq: next, Data: &eventlog.ForkCreated{Parent: eventlog.ID{'P'}, At: next + 1}}
 	}
 }
 
@@ -148,7 +148,7 @@ func sameFold(t *rapid.T, a, b *coverage.Fold) {
 // TestPointBounds: coverage at seq 0 or past the head is bad input
 // (DESIGN §7).
 func TestPointBounds(t *testing.T) {
-	f := foldAll(t, coderAgent(1, false).events)
+	f := foldAll(t, goldenEvents(t, "coder.txt", 0))
 	for _, at := range []uint64{0, f.Head() + 1, 1 << 63} {
 		if _, err := f.Point(at); !errors.Is(err, eventlog.ErrInvalid) {
 			t.Errorf("Point(%d) = %v, want an error wrapping eventlog.ErrInvalid", at, err)
@@ -163,7 +163,7 @@ func TestPointBounds(t *testing.T) {
 // is returned wrapped; so is an event the fold rejects.
 func TestFoldEventsError(t *testing.T) {
 	boom := errors.New("disk on fire")
-	events := coderAgent(1, false).events
+	events := goldenEvents(t, "coder.txt", 0)
 	_, err := coverage.FoldEvents(func(yield func(eventlog.Event, error) bool) {
 		for _, ev := range events[:5] {
 			if !yield(ev, nil) {
@@ -185,9 +185,13 @@ func TestFoldEventsError(t *testing.T) {
 // generation, what is in flight, its latest checkpoint, and whether it is
 // covered (the completion-capture question). DESIGN §5.
 func TestStateAndCovered(t *testing.T) {
-	h := newHistory(1, "coder").run().bind(ws, bindOpts{Every: 2})
-	f := foldAll(t, h.events)
-	if f.Covered(ws) {
+	const bound = `
+created agent=coder
+dispatch 1
+bound workspace driver=dirfs every=2
+`
+	f := foldAll(t, parseEvents(t, bound))
+	if f.Covered("workspace") {
 		t.Error("a resource bound from the initial environment is covered before its baseline")
 	}
 	if f.Covered("nope") {
@@ -196,24 +200,29 @@ func TestStateAndCovered(t *testing.T) {
 	if _, ok := f.State("nope"); ok {
 		t.Error("State of an unbound key is ok")
 	}
-	h.capture(ws, "ws-base", eventlog.CaptureBaseline).start("write_file#1", eventlog.StepTool, ws)
-	f = foldAll(t, h.events)
-	st, ok := f.State(ws)
-	want := eventlog.ResourceState{Key: ws, Seq: 5, Generation: 2, InFlight: []string{"write_file#1"}, Bound: 3,
+	const started = bound + `
+captured workspace ref=ws-base gen=1 reason=baseline
+started write_file#1 tool write_file affects=workspace
+`
+	f = foldAll(t, parseEvents(t, started))
+	st, ok := f.State("workspace")
+	want := eventlog.ResourceState{Key: "workspace", Seq: 5, Generation: 2, InFlight: []string{"write_file#1"}, Bound: 3,
 		Latest: eventlog.Checkpoint{Ref: "ws-base", At: 4, Generation: 1}}
 	if diff := cmp.Diff(want, st); !ok || diff != "" {
 		t.Errorf("State (-want +got):\n%s", diff)
 	}
-	if f.Covered(ws) {
+	if f.Covered("workspace") {
 		t.Error("covered with a step in flight")
 	}
 	st.InFlight[0] = "scribbled"
-	if st2, _ := f.State(ws); st2.InFlight[0] != "write_file#1" {
+	if st2, _ := f.State("workspace"); st2.InFlight[0] != "write_file#1" {
 		t.Error("State hands out the fold's own in-flight slice")
 	}
-	h.succeed("write_file#1").capture(ws, "ws-1", eventlog.CaptureSteps)
-	f = foldAll(t, h.events)
-	if !f.Covered(ws) {
+	f = foldAll(t, parseEvents(t, started+`
+succeeded write_file#1
+captured workspace ref=ws-1 gen=2 reason=steps
+`))
+	if !f.Covered("workspace") {
 		t.Error("not covered after the capture committed with the step's outcome")
 	}
 }
@@ -223,17 +232,24 @@ func TestStateAndCovered(t *testing.T) {
 // hides an earlier checkpoint of the current generation, for Fold and At
 // alike. DESIGN §5 (a capture records the generation it captured).
 func TestStaleCapture(t *testing.T) {
-	h := newHistory(1, "coder").run().bind(ws, bindOpts{}).capture(ws, "ws-base", eventlog.CaptureBaseline).
-		tool("write_file#1", ws).capture(ws, "ws-1", eventlog.CaptureSteps)
-	h.add(&eventlog.ResourceCaptured{Key: ws, Ref: "ws-stale", Generation: 1, Reason: eventlog.CaptureSteps})
-	f := foldAll(t, h.events)
+	events := parseEvents(t, `
+created agent=coder
+dispatch 1
+bound workspace driver=dirfs
+captured workspace ref=ws-base gen=1 reason=baseline
+started write_file#1 tool write_file affects=workspace
+succeeded write_file#1
+captured workspace ref=ws-1 gen=2 reason=steps
+captured workspace ref=ws-stale gen=1 reason=steps
+`)
+	f := foldAll(t, events)
 	cases := []struct {
 		at   uint64
 		want coverage.Selection
 	}{
-		{6, coverage.Selection{Key: ws, Ref: "ws-1", CapturedAt: 7, Generation: 2, Covered: true}},
-		{7, coverage.Selection{Key: ws, Ref: "ws-1", CapturedAt: 7, Generation: 2, Covered: true}},
-		{8, coverage.Selection{Key: ws, Ref: "ws-stale", CapturedAt: 8, Generation: 2}},
+		{6, coverage.Selection{Key: "workspace", Ref: "ws-1", CapturedAt: 7, Generation: 2, Covered: true}},
+		{7, coverage.Selection{Key: "workspace", Ref: "ws-1", CapturedAt: 7, Generation: 2, Covered: true}},
+		{8, coverage.Selection{Key: "workspace", Ref: "ws-stale", CapturedAt: 8, Generation: 2}},
 	}
 	for _, c := range cases {
 		p, err := f.Point(c.at)
@@ -244,13 +260,13 @@ func TestStaleCapture(t *testing.T) {
 			t.Errorf("Point(%d) (-want +got):\n%s", c.at, diff)
 		}
 	}
-	checkAtOnStores(t, h.events)
+	checkAtOnStores(t, nil, events)
 }
 
 // TestEmptyLineage: without resources every point is covered and has no
 // selections (DESIGN §5).
 func TestEmptyLineage(t *testing.T) {
-	f := foldAll(t, newHistory(1, "a").run().llm("llm#1").completed().events)
+	f := foldAll(t, parseEvents(t, "created agent=a\ndispatch 1\nstarted llm#1 llm chat\nsucceeded llm#1\ncompleted"))
 	for n := uint64(1); n <= f.Head(); n++ {
 		p, err := f.Point(n)
 		if err != nil || !p.Covered || p.Resources != nil || p.Seq != n {
@@ -265,7 +281,7 @@ func TestEmptyLineage(t *testing.T) {
 // TestApplyValidates: an event that breaks its payload's invariants is
 // refused with eventlog.ErrInvalid, as a store would refuse it.
 func TestApplyValidates(t *testing.T) {
-	f := foldAll(t, newHistory(1, "a").events)
+	f := foldAll(t, parseEvents(t, "created agent=a"))
 	bad := eventlog.Event{Seq: 2, Data: &eventlog.ResourceBound{Key: "k", DriverID: "d", Binding: json.RawMessage(`{`), EverySteps: 1}}
 	if err := f.Apply(bad); !errors.Is(err, eventlog.ErrInvalid) {
 		t.Errorf("Apply(non-JSON binding) = %v", err)

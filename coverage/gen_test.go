@@ -93,7 +93,7 @@ func genMore(t *rapid.T, events []eventlog.Event, o genOpts, n int) []eventlog.E
 			}
 		case "fork":
 			at := uint64(len(events))
-			fc := &eventlog.ForkCreated{Parent: testID(99), At: at}
+			fc := &eventlog.ForkCreated{Parent: eventlog.ID{'G'}, At: at}
 			for _, k := range bound {
 				s := eventlog.ForkSelection{Key: k, Generation: naiveGeneration(events, k, len(events)),
 					Covered: rapid.Bool().Draw(t, "covered")}

@@ -150,12 +150,3 @@ func naiveWindows(events []eventlog.Event) []coverage.Window {
 	}
 	return out
 }
-
-// naiveSelections is the fork.created selections of a fork at n of events.
-func naiveSelections(events []eventlog.Event, n uint64) []eventlog.ForkSelection {
-	var out []eventlog.ForkSelection
-	for _, s := range naivePoint(events, n).Resources {
-		out = append(out, eventlog.ForkSelection{Key: s.Key, Ref: s.Ref, CapturedAt: s.CapturedAt, Generation: s.Generation, Covered: s.Covered})
-	}
-	return out
-}

@@ -38,6 +38,7 @@ type agent struct {
 	t      tb
 	prefix []eventlog.Event // the lineage before the agent's own events
 	events []eventlog.Event // the agent's own events
+	fold   *coverage.Fold   // of prefix and events, for the generations
 	counts map[string]int   // counted calls since the last capture
 	every  int
 	steps  int
@@ -47,7 +48,10 @@ type agent struct {
 // event is execution.created) that binds both resources, from[key] or the
 // initial environment (then with a baseline capture).
 func newAgent(t tb, prefix []eventlog.Event, every int, reuse bool, from map[string]string) *agent {
-	a := &agent{t: t, prefix: prefix, counts: map[string]int{}, every: every}
+	a := &agent{t: t, prefix: prefix, counts: map[string]int{}, every: every, fold: coverage.New()}
+	for _, ev := range prefix {
+		a.apply(ev)
+	}
 	if len(prefix) == 0 {
 		a.add(&eventlog.ExecutionCreated{Agent: "coder"})
 	}
@@ -65,18 +69,21 @@ func newAgent(t tb, prefix []eventlog.Event, every int, reuse bool, from map[str
 func (a *agent) head() uint64 { return uint64(len(a.prefix) + len(a.events)) }
 
 func (a *agent) add(p eventlog.Payload) {
-	a.events = append(a.events, eventlog.Event{Seq: a.head() + 1, Time: epoch, Data: p})
+	ev := eventlog.Event{Seq: a.head() + 1, Time: epoch, Data: p}
+	a.apply(ev)
+	a.events = append(a.events, ev)
+}
+
+func (a *agent) apply(ev eventlog.Event) {
+	if err := a.fold.Apply(ev); err != nil {
+		a.t.Fatal(err)
+	}
 }
 
 // capture appends a capture of key at its current generation, which the
 // coverage fold's State reports.
 func (a *agent) capture(key string, reason eventlog.CaptureReason) {
-	all := append(append([]eventlog.Event(nil), a.prefix...), a.events...)
-	f, err := coverage.FoldEvents(lineage(all))
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	st, _ := f.State(key)
+	st, _ := a.fold.State(key)
 	a.add(&eventlog.ResourceCaptured{Key: key, Ref: fmt.Sprintf("%s-%d", key, a.head()+1),
 		Generation: st.Generation, Reason: reason})
 }
