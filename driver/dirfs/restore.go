@@ -214,6 +214,11 @@ func (d *Driver) fillFile(dst, src *os.File, e *entry, buf []byte) error {
 // createInitial makes the workspace id from the initial environment: a copy
 // of the template, or an empty directory.
 func (d *Driver) createInitial(ctx context.Context, id string) error {
+	unlock, err := storefs.Lock(d.store.lock(), false) // GC removes half-made workspaces
+	if err != nil {
+		return &Error{Op: "create", Err: err}
+	}
+	defer unlock()
 	tmp := d.store.restoring(id)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return &Error{Op: "create", Err: err}
