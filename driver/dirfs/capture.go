@@ -85,12 +85,16 @@ func (d *Driver) captureLocked(ctx context.Context, w *Workspace) (string, error
 	if prev != nil && prev.epoch != epoch {
 		prev = nil
 	}
-	next := &fileIndex{epoch: epoch, files: make(map[string]indexEntry)}
+	sizeHint := 0
+	if prev != nil {
+		sizeHint = len(prev.files)
+	}
+	next := &fileIndex{epoch: epoch, files: make(map[string]indexEntry, sizeHint)}
 	var st captureStats
 	bw := &blobWriter{d: d, pending: make(map[[sha256.Size]byte]bool)}
 	defer bw.abort()
 	scanStart := time.Now()
-	var m manifest
+	m := make(manifest, 0, w.mu.entries)
 	n := 0
 	root := w.dir
 	err = filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
@@ -177,6 +181,7 @@ func (d *Driver) captureLocked(ctx context.Context, w *Workspace) (string, error
 	}
 	w.mu.index = next
 	w.mu.last = st
+	w.mu.entries = len(m)
 	return ref, nil
 }
 

@@ -27,8 +27,9 @@ type Workspace struct {
 
 	mu struct {
 		sync.Mutex
-		index *fileIndex   // the previous capture's file index; nil before the first
-		last  captureStats // what the previous capture did
+		index   *fileIndex   // the previous capture's file index; nil before the first
+		last    captureStats // what the previous capture did
+		entries int          // manifest entries of the previous capture, to size the next
 	}
 }
 
