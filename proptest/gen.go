@@ -110,9 +110,11 @@ type kres struct {
 
 // kstep is a kernel's view of one step.
 type kstep struct {
-	started *eventlog.StepStarted
-	landed  bool
-	plan    []Change // the changes its running body makes, if it gets to them
+	started   *eventlog.StepStarted
+	landed    bool     // its attempt reached a terminal event
+	final     bool     // succeeded or failed: the recorded outcome replays
+	cancelled uint64   // the dispatch in which it was cancelled; 0 if it was not
+	plan      []Change // the changes its running body makes, if it gets to them
 }
 
 func newKernelState() kernelState {
@@ -139,11 +141,11 @@ func (k *kernelState) apply(ev eventlog.Event) {
 			}
 		}
 	case *eventlog.StepSucceeded:
-		k.land(p.StepID)
+		k.land(p.StepID, true)
 	case *eventlog.StepFailed:
-		k.land(p.StepID)
+		k.land(p.StepID, true)
 	case *eventlog.StepCancelled:
-		k.land(p.StepID)
+		k.land(p.StepID, false)
 	case *eventlog.ResourceBound:
 		r := k.res[p.Key]
 		var gen uint64
@@ -171,12 +173,17 @@ func (k *kernelState) apply(ev eventlog.Event) {
 	}
 }
 
-func (k *kernelState) land(id string) {
+func (k *kernelState) land(id string, final bool) {
 	st := k.steps[id]
 	if st == nil {
 		return
 	}
-	if !st.landed && st.started.StepKind != eventlog.StepLLM {
+	if final {
+		st.final = true
+	} else {
+		st.cancelled = k.dispatches
+	}
+	if st.started.StepKind != eventlog.StepLLM { // every terminal event counts (see CountedFor)
 		for _, key := range st.started.Resources {
 			if r := k.res[key]; r != nil {
 				r.count++
@@ -210,12 +217,16 @@ func (k *kernelState) liveLLM() int {
 	return n
 }
 
-// orphans returns, sorted, the started steps that have not landed and whose
-// body is not running in this dispatch.
+// orphans returns, sorted, the started steps that neither succeeded nor
+// failed and whose body is not running in this dispatch (DESIGN §4): those a
+// dead dispatch left, and those cancelled in an earlier dispatch.
 func (k *kernelState) orphans() []string {
 	var out []string
 	for id, st := range k.steps {
-		if !st.landed && !slices.Contains(k.live, id) {
+		if st.final || slices.Contains(k.live, id) || (st.landed && st.cancelled == k.dispatches) {
+			continue
+		}
+		if !st.landed || st.cancelled != 0 {
 			out = append(out, id)
 		}
 	}
@@ -351,10 +362,16 @@ func (w *World) dispatch(t *rapid.T, e *Exec) {
 	e.k.obtained = map[string]bool{}
 	e.k.live = nil
 	w.write(t, e, stage(e, &eventlog.DispatchStarted{Dispatch: e.k.dispatches + 1}))
-	// Handlers mostly ask for their resources first thing.
+	// Handlers mostly ask for their resources first thing, and a handler
+	// that runs again from the top soon reaches the calls a crash orphaned.
 	for _, key := range Keys {
 		if rapid.Bool().Draw(t, "resource "+key+" first thing") {
 			w.bind(t, e, key)
+		}
+	}
+	for _, id := range e.k.orphans() {
+		if w.orphanReady(e, id) && rapid.Bool().Draw(t, "reach orphan "+id) {
+			w.resolve(t, e, id)
 		}
 	}
 }
@@ -505,8 +522,8 @@ func (w *World) runBody(t *rapid.T, e *Exec, id string) {
 // due captures of the keys it affects that no other step is in flight for
 // (DESIGN §5: committed with the outcome, a failure leaves it due).
 func (w *World) land(t *rapid.T, e *Exec, terminal eventlog.Payload, id string) []eventlog.Event {
-	events := []eventlog.Event{stage(e, terminal)}
 	st := e.k.steps[id]
+	events := []eventlog.Event{stage(e, terminal)}
 	if st.started.StepKind == eventlog.StepLLM {
 		return events
 	}
@@ -594,32 +611,41 @@ func (w *World) actCrash(t *rapid.T) {
 	e.k.status = idle
 }
 
-// actResolve is the handler reaching an orphan again (DESIGN §4):
-// safe_to_retry runs it again (Attempt+1), at_most_once fails it as
-// indeterminate without running it, which is a counted call.
-func (w *World) actResolve(t *rapid.T) {
-	ready := func(e *Exec, id string) bool {
-		st := e.k.steps[id].started
-		if st.StepKind == eventlog.StepLLM {
-			return e.k.liveLLM() < maxLiveLLM
-		}
-		if e.k.liveTool() {
-			return false
-		}
-		for _, key := range st.Resources {
-			if !e.k.obtained[key] {
-				return false // Affects names a key this dispatch has not obtained
-			}
-		}
-		return true
+// orphanReady reports whether the handler can reach orphan id now: a tool
+// call or local step needs every resource it affects obtained in this
+// dispatch and no other body running; LLM calls may run beside anything.
+func (w *World) orphanReady(e *Exec, id string) bool {
+	st := e.k.steps[id].started
+	if st.StepKind == eventlog.StepLLM {
+		return e.k.liveLLM() < maxLiveLLM
 	}
+	if e.k.liveTool() {
+		return false
+	}
+	for _, key := range st.Resources {
+		if !e.k.obtained[key] {
+			return false // Affects names a key this dispatch has not obtained
+		}
+	}
+	return true
+}
+
+// actResolve is the handler reaching an orphan again.
+func (w *World) actResolve(t *rapid.T) {
 	e := w.pick(t, "resolve in", func(e *Exec) bool {
-		return isRunning(e) && slices.ContainsFunc(e.k.orphans(), func(id string) bool { return ready(e, id) })
+		return isRunning(e) && slices.ContainsFunc(e.k.orphans(), func(id string) bool { return w.orphanReady(e, id) })
 	})
 	if e == nil {
 		return
 	}
-	id := rapid.SampledFrom(slices.DeleteFunc(e.k.orphans(), func(id string) bool { return !ready(e, id) })).Draw(t, "orphan")
+	id := rapid.SampledFrom(slices.DeleteFunc(e.k.orphans(), func(id string) bool { return !w.orphanReady(e, id) })).Draw(t, "orphan")
+	w.resolve(t, e, id)
+}
+
+// resolve is DESIGN §4 for an orphan: safe_to_retry runs it again
+// (Attempt+1), at_most_once fails it as indeterminate without running it,
+// which is a counted call.
+func (w *World) resolve(t *rapid.T, e *Exec, id string) {
 	st := e.k.steps[id].started
 	if st.Idempotency == eventlog.AtMostOnce {
 		w.write(t, e, w.land(t, e, &eventlog.StepFailed{StepID: id, Error: "indeterminate", Indeterminate: true}, id)...)

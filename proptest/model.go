@@ -254,32 +254,23 @@ func stepStartedBefore(events []eventlog.Event, id string) *eventlog.StepStarted
 }
 
 // CountedFor returns the keys whose counted call the event at seq n is
-// (DESIGN §5 "Checkpoint policy"): a terminal event that is the first one
-// after its step's newest step.started, where that step is a tool call or a
-// local step; the keys are those it affects that are bound. Anything else
-// (an LLM call, a denial, a second terminal) counts for nothing.
+// (DESIGN §5 "Checkpoint policy"): a terminal event of a step whose newest
+// step.started is a tool call or a local step; the keys are those it
+// affects that are bound. An LLM call or a denial counts for nothing.
+//
+// A step cancelled in one dispatch and failed as indeterminate when a later
+// dispatch reaches it again (DESIGN §4 treats it as an orphan) counts at
+// both terminal events: "failed — an indeterminate orphan too" counts, and
+// the cancellation counted when it happened. This is policy.Counter's
+// reading as well.
 func CountedFor(events []eventlog.Event, n uint64) []string {
 	id, ok := terminalStep(events[n-1])
 	if !ok {
 		return nil
 	}
-	start := 0
-	for i := range n - 1 {
-		if p, ok := events[i].Data.(*eventlog.StepStarted); ok && p.StepID == id {
-			start = int(i) + 1
-		}
-	}
-	if start == 0 {
-		return nil // an indeterminate failure of a step this lineage never saw start
-	}
-	for _, ev := range events[start : n-1] {
-		if other, ok := terminalStep(ev); ok && other == id {
-			return nil // not the first terminal event of this attempt
-		}
-	}
-	st := events[start-1].Data.(*eventlog.StepStarted)
-	if st.StepKind == eventlog.StepLLM {
-		return nil
+	st := stepStartedBefore(events[:n-1], id)
+	if st == nil || st.StepKind == eventlog.StepLLM {
+		return nil // an LLM call, or an indeterminate failure of a step this lineage never saw start
 	}
 	bound := BoundKeys(events[:n])
 	var keys []string

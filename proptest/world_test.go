@@ -54,7 +54,7 @@ func TestGeneratorCoversTheCases(t *testing.T) {
 		"fork at step.started", "fork of fork in shared prefix", "covered point", "uncovered point",
 		"covered point (coverage reuse)", "covered point (no coverage reuse)",
 		"capture steps", "capture completion", "capture baseline", "capture failed",
-		"indeterminate", "retry", "cancelled", "denied", "bound from ref", "undeclared change",
+		"indeterminate", "indeterminate after cancel", "retry", "cancelled", "denied", "bound from ref", "undeclared change",
 	} {
 		if seen[k] == 0 {
 			t.Errorf("no generated world has a %q", k)
@@ -87,6 +87,12 @@ func census(w *World) map[string]int {
 				case *eventlog.StepFailed:
 					if p.Indeterminate {
 						c["indeterminate"]++
+						if prev := events[:i]; slices.ContainsFunc(prev, func(ev eventlog.Event) bool {
+							sc, ok := ev.Data.(*eventlog.StepCancelled)
+							return ok && sc.StepID == p.StepID
+						}) {
+							c["indeterminate after cancel"]++
+						}
 					}
 				case *eventlog.StepStarted:
 					if p.Attempt > 1 {
