@@ -3,7 +3,7 @@ package coverage
 import (
 	"fmt"
 	"iter"
-	"reflect"
+	"math"
 	"slices"
 
 	"github.com/forkline/forkline/eventlog"
@@ -27,6 +27,7 @@ type Fold struct {
 	index *eventlog.IndexState
 	res   map[string]*resource
 	keys  []string // sorted
+	most  int      // the most marks any resource has
 }
 
 // resource is the history of one resource in a Fold.
@@ -81,20 +82,25 @@ func (f *Fold) Head() uint64 { return f.head }
 // fork.created whose At is not the seq before it, or an event that
 // contradicts the fold (a capture of a resource that is not bound, a fork
 // whose selections do not match the bound resources) is an error wrapping
-// [eventlog.ErrInvalid], and the Fold is unchanged.
+// [eventlog.ErrInvalid], and the Fold is unchanged. So is an event that would
+// change a resource for the 2,147,483,647th time: a Fold is for lineages that
+// fit in memory, [At] has no such limit.
 func (f *Fold) Apply(ev eventlog.Event) error {
 	if ev.Seq != f.head+1 {
 		return fmt.Errorf("%w: coverage: event seq %d, the fold expects %d", eventlog.ErrInvalid, ev.Seq, f.head+1)
 	}
-	if ev.Data == nil || reflect.ValueOf(ev.Data).IsNil() {
-		return fmt.Errorf("%w: coverage: seq %d: event has no payload", eventlog.ErrInvalid, ev.Seq)
-	}
-	if err := ev.Validate(); err != nil {
+	if err := ev.Validate(); err != nil { // also refuses a nil payload
 		return fmt.Errorf("coverage: %w", err)
 	}
 	if fc, ok := ev.Data.(*eventlog.ForkCreated); ok && fc.At+1 != ev.Seq {
 		return fmt.Errorf("%w: coverage: seq %d: fork.created at %d must directly follow its fork point",
 			eventlog.ErrInvalid, ev.Seq, fc.At)
+	}
+	if f.most >= math.MaxInt32 {
+		// Marks are indexed with int32 (a resource this busy needs tens of
+		// gigabytes in memory); ask At instead.
+		return fmt.Errorf("%w: coverage: seq %d: a resource changed %d times, more than a Fold holds",
+			eventlog.ErrInvalid, ev.Seq, f.most)
 	}
 	changed, err := f.index.Apply(ev)
 	if err != nil {
@@ -109,6 +115,7 @@ func (f *Fold) Apply(ev eventlog.Event) error {
 			f.keys = slices.Insert(f.keys, i, st.Key)
 		}
 		r.add(st)
+		f.most = max(f.most, r.marks.len())
 	}
 	f.head = ev.Seq
 	return nil
