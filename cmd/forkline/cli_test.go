@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the command's current output")
+
+// runCLI runs the command in-process.
+func runCLI(t testing.TB, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = runContext(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+var (
+	uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+	// the durations and addresses no fixture controls
+	portRE = regexp.MustCompile(`127\.0\.0\.1:\d+`)
+)
+
+// maskIDs replaces every ID with new1new1-…, new2new2-…, … in order of
+// appearance.
+func maskIDs(s string) string {
+	seen := map[string]string{}
+	return uuidRE.ReplaceAllStringFunc(s, func(id string) string {
+		if m, ok := seen[id]; ok {
+			return m
+		}
+		seen[id] = idShaped(fmt.Sprintf("new%d", len(seen)+1))
+		return seen[id]
+	})
+}
+
+// checkGolden compares got with testdata/name.golden, or rewrites the file
+// with -update.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/forkline -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs from the golden file (-want +got; go test ./cmd/forkline -update rewrites it):\n%s", path, diff)
+	}
+}
+
+// transcript is a golden file's text: the command, its exit status and
+// its output.
+func transcript(args []string, stdout, stderr string, code int) string {
+	return fmt.Sprintf("$ forkline %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), code, stdout, stderr)
+}
+
+// TestGolden runs every subcommand against the fixture's log and compares
+// its output with testdata/<name>.golden. Read-only commands must leave the
+// log exactly as it was.
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		writes bool // the command may change the log (fork)
+	}{
+		{"ls", []string{"ls"}, false},
+		{"ls_json", []string{"ls", "--json"}, false},
+		{"tree", []string{"tree"}, false},
+		{"tree_json", []string{"--json", "tree"}, false},
+		{"events", []string{"events", "{A}"}, false},
+		{"events_json", []string{"events", "{A}", "--json"}, false},
+		{"events_fork_prefix", []string{"events", "{B:prefix}"}, false},
+		{"events_nodash", []string{"events", "{D:nodash}"}, false},
+		{"coverage", []string{"coverage", "{A}"}, false},
+		{"coverage_json", []string{"coverage", "--json", "{A}"}, false},
+		{"coverage_fork", []string{"coverage", "{E}"}, false},
+		{"coverage_no_resources", []string{"coverage", "{D}"}, false},
+		{"coverage_seq_covered", []string{"coverage", "{A}", "13"}, false},
+		{"coverage_seq_uncovered", []string{"coverage", "{A}", "20"}, false},
+		{"coverage_seq_json", []string{"coverage", "{A}", "20", "--json"}, false},
+		{"show_tool_started", []string{"show", "{A}", "7"}, false},
+		{"show_llm_result", []string{"show", "{A}", "6"}, false},
+		{"show_bound", []string{"show", "{A}", "14"}, false},
+		{"show_fork_created", []string{"show", "{B}", "14"}, false},
+		{"show_json", []string{"show", "{A}", "17", "--json"}, false},
+		{"fork_covered", []string{"fork", "{A}", "13"}, true},
+		{"fork_uncovered_json", []string{"fork", "--json", "{A}", "20"}, true},
+		{"fork_other_agent", []string{"fork", "{D}", "3"}, true},
+		{"run_other_agent", []string{"run", "{D}"}, false},
+		{"help", []string{"-h"}, false},
+		{"help_command", []string{"help", "coverage"}, false},
+		{"help_flag_command", []string{"timeline", "-h"}, false},
+		{"no_args", []string{}, false},
+		// Bad input: exit 2, one line, nothing written.
+		{"err_unknown_id", []string{"events", "ffffffff"}, false},
+		{"err_ambiguous", []string{"events", "0"}, false},
+		{"err_bad_id", []string{"show", "xyz", "1"}, false},
+		{"err_seq_range", []string{"show", "{A}", "29"}, false},
+		{"err_seq_zero", []string{"coverage", "{A}", "0"}, false},
+		{"err_seq_word", []string{"fork", "{A}", "last"}, false},
+		{"err_fork_range", []string{"fork", "{B}", "18"}, false},
+		{"err_unknown_command", []string{"frok", "{A}", "3"}, false},
+		{"err_bad_flag", []string{"ls", "--colour"}, false},
+		{"err_arg_count", []string{"show", "{A}"}, false},
+		{"err_timeline_no_html", []string{"timeline", "{A}"}, false},
+		{"err_timeline_no_folder", []string{"timeline", "{A}", "--html", "{dir}/nope/t.html"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			before := fingerprint(t, f.dir)
+			args := append([]string{"--dir", f.dir}, f.expand(c.args)...)
+			stdout, stderr, code := runCLI(t, args...)
+			shown := append([]string{"--dir", "<dir>"}, c.args...)
+			checkGolden(t, c.name, f.mask(transcript(shown, stdout, stderr, code)))
+
+			if strings.Contains(c.name, "json") && code == 0 && !json.Valid([]byte(stdout)) {
+				t.Errorf("--json output is not one JSON document:\n%s", stdout)
+			}
+			if c.name != "no_args" && (code == exitInput || strings.HasPrefix(c.name, "err_")) {
+				// Bad input: status 2, one line on stderr, nothing else.
+				if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 {
+					t.Errorf("bad input: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, one line on stderr", code, stdout, stderr)
+				}
+			}
+			if !c.writes || code != 0 {
+				if after := fingerprint(t, f.dir); after != before {
+					t.Errorf("the command changed the data folder:\n%s", cmp.Diff(before, after))
+				}
+			}
+		})
+	}
+}
+
+// TestForkWritesOneExecution checks what fork writes: one execution whose
+// parent and fork point are the ones asked for, whose fork.created carries
+// the plan it printed, and nothing else (DESIGN §8.7: forking never changes
+// an existing event).
+func TestForkWritesOneExecution(t *testing.T) {
+	f := newFixture(t)
+	before := fingerprint(t, f.dir)
+	stdout, stderr, code := runCLI(t, "--dir", f.dir, "--json", "fork", f.ids["A"].String(), "20")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		ID     string
+		Parent string
+		At     uint64
+		Plan   pointJSON
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	after := fingerprint(t, f.dir)
+	if !strings.HasPrefix(after, before) {
+		t.Fatalf("fork changed what was there:\n%s", cmp.Diff(before, after))
+	}
+	added := strings.TrimPrefix(after, before)
+	want := fmt.Sprintf("execution %s coder parent=%s@20 head=21\n", out.ID, f.ids["A"])
+	if !strings.HasPrefix(added, want) {
+		t.Fatalf("fork added:\n%s\nwant an execution %q", added, want)
+	}
+	if out.Plan.Covered || len(out.Plan.Resources) != 2 || out.Plan.Resources[0].Key != "db" || !out.Plan.Resources[0].Covered ||
+		out.Plan.Resources[1].Ref != "ref-two" || out.Plan.Resources[1].Covered {
+		t.Fatalf("plan %+v: want db covered by ref-db1, workspace uncovered restoring ref-two", out.Plan)
+	}
+	if !strings.Contains(added, `21 `) || !strings.Contains(added, `fork.created {"parent":"`+f.ids["A"].String()+`","at":20`) {
+		t.Fatalf("the fork's own event is not its fork.created:\n%s", added)
+	}
+}
+
+// TestNotALog: a folder without a log, with an empty or foreign log folder,
+// or whose log path is a file, is refused with exit 2 and left as it was —
+// no log is created by a read-only command.
+func TestNotALog(t *testing.T) {
+	setups := map[string]func(t *testing.T, dir string){
+		"missing":  func(t *testing.T, dir string) {},
+		"empty":    func(t *testing.T, dir string) { mkdir(t, filepath.Join(dir, "log")) },
+		"foreign":  func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "log", "notes.txt"), "mine") },
+		"log_file": func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "log"), "not a folder") },
+	}
+	for name, setup := range setups {
+		for _, cmd := range [][]string{{"ls"}, {"tree"}, {"events", "01"}, {"coverage", "01", "1"}, {"fork", "01", "1"}, {"timeline", "01", "--html", "t.html"}} {
+			t.Run(name+"/"+cmd[0], func(t *testing.T) {
+				dir := t.TempDir()
+				setup(t, dir)
+				before := listAll2(t, dir)
+				stdout, stderr, code := runCLI(t, append([]string{"--dir", dir}, cmd...)...)
+				if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "not a forkline log") {
+					t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line saying: not a forkline log", code, stdout, stderr)
+				}
+				if after := listAll2(t, dir); !cmp.Equal(before, after) {
+					t.Fatalf("the folder changed:\n%s", cmp.Diff(before, after))
+				}
+			})
+		}
+	}
+}
+
+// TestLocked: a log another process (here, another open) holds is refused
+// with exit 2, and nothing is written to it.
+func TestLocked(t *testing.T) {
+	f := newFixture(t)
+	s, err := pebblestore.Open(logDir(f.dir), pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := logFingerprint(t, s)
+	for _, cmd := range [][]string{{"ls"}, {"fork", f.ids["A"].String(), "3"}, {"demo"}} {
+		stdout, stderr, code := runCLI(t, append([]string{"--dir", f.dir}, cmd...)...)
+		if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "in use by another process") {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line saying the log is in use", cmd, code, stdout, stderr)
+		}
+	}
+	if after := logFingerprint(t, s); after != before {
+		t.Fatalf("the log changed:\n%s", cmp.Diff(before, after))
+	}
+	if _, err := os.Stat(storeDir(f.dir)); !os.IsNotExist(err) {
+		t.Fatalf("demo on a locked log created %s (%v)", storeDir(f.dir), err)
+	}
+}
+
+// TestProgress: with --progress a scan reports on stderr every
+// progressEvery events and ends its line; without it (stderr is not a
+// terminal) it says nothing.
+func TestProgress(t *testing.T) {
+	f := newFixture(t)
+	defer func(n uint64) { progressEvery = n }(progressEvery)
+	progressEvery = 10
+	_, stderr, code := runCLI(t, "--dir", f.dir, "events", f.ids["A"].String(), "--progress")
+	want := fmt.Sprintf("\rreading %s: 10 events\rreading %[1]s: 20 events\rreading %[1]s: 28 events, done\n", f.ids["A"])
+	if code != 0 || stderr != want {
+		t.Fatalf("exit %d, stderr %q; want %q", code, stderr, want)
+	}
+	_, stderr, code = runCLI(t, "--dir", f.dir, "events", f.ids["A"].String())
+	if code != 0 || stderr != "" {
+		t.Fatalf("without --progress: exit %d, stderr %q; want nothing", code, stderr)
+	}
+}
+
+// TestTimelineHTML renders the fixture's timeline and checks the picture:
+// one circle per event with a tooltip, a bar per coverage window labelled
+// with its checkpoint and generation, the forks branching off, no external
+// asset, and an SVG that parses as XML.
+func TestTimelineHTML(t *testing.T) {
+	f := newFixture(t)
+	page := filepath.Join(t.TempDir(), "a.html")
+	stdout, stderr, code := runCLI(t, "--dir", f.dir, "timeline", f.ids["A"].String(), "--html", page)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	checkGolden(t, "timeline_stdout", f.mask(strings.ReplaceAll(stdout, page, "<page>")))
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	checkGolden(t, "timeline_html", f.mask(html))
+
+	for _, bad := range []string{"http://", "https://", "<script", "<link", "@import", "ZgotmplZ"} {
+		if strings.Contains(strings.ReplaceAll(html, `xmlns="http://www.w3.org/2000/svg"`, ""), bad) {
+			t.Errorf("the page contains %q: it must be self-contained and fully rendered", bad)
+		}
+	}
+	i, j := strings.Index(html, "<svg"), strings.Index(html, "</svg>")
+	if i < 0 || j < 0 {
+		t.Fatal("no <svg> in the page")
+	}
+	var svg struct {
+		Circles []struct {
+			Title string `xml:"title"`
+		} `xml:"circle"`
+		Groups []struct {
+			Class   string `xml:"class,attr"`
+			Title   string `xml:"title"`
+			Circles []struct {
+				Title string `xml:"title"`
+			} `xml:"circle"`
+			Rects []struct {
+				Class string `xml:"class,attr"`
+				Title string `xml:"title"`
+			} `xml:"rect"`
+			Texts []string `xml:"text"`
+		} `xml:"g"`
+	}
+	if err := xml.Unmarshal([]byte(html[i:j+len("</svg>")]), &svg); err != nil {
+		t.Fatalf("the SVG is not well-formed: %v", err)
+	}
+	var events int
+	for _, c := range svg.Circles {
+		if strings.HasPrefix(c.Title, "seq ") {
+			events++
+		}
+	}
+	if events != 28 {
+		t.Errorf("%d event circles with a tooltip, want 28", events)
+	}
+	var forks, bars []string
+	var laneTexts []string
+	for _, g := range svg.Groups {
+		switch g.Class {
+		case "forkgroup":
+			forks = append(forks, g.Title)
+		case "lanegroup":
+			laneTexts = append(laneTexts, g.Texts...)
+			for _, r := range g.Rects {
+				if r.Class == "window" {
+					bars = append(bars, r.Title)
+				}
+			}
+		}
+	}
+	if len(forks) != 2 || !strings.Contains(forks[0], f.ids["B"].String()) || !strings.Contains(forks[1], f.ids["C"].String()) {
+		t.Errorf("fork branches %q, want B then C", forks)
+	}
+	wantBars := []string{"db covered at seqs 14–15 by checkpoint ref-db0", "db covered at seqs 17–28 by checkpoint ref-db1",
+		"workspace covered at seqs 3–4 by checkpoint ref-base", "workspace covered at seqs 12–15 by checkpoint ref-two",
+		"workspace covered at seqs 26–28 by checkpoint ref-done"}
+	if len(bars) != len(wantBars) {
+		t.Fatalf("coverage bars %q, want %d", bars, len(wantBars))
+	}
+	for k, w := range wantBars {
+		if !strings.HasPrefix(bars[k], w) {
+			t.Errorf("bar %d: %q, want it to start with %q", k, bars[k], w)
+		}
+	}
+	joined := strings.Join(laneTexts, "|")
+	for _, w := range []string{"ref-two · g5 · @13", "ref-done · g9 · @27", "ref-db1 · g2 · @18"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("no window label %q among %q", w, joined)
+		}
+	}
+}
+
+// longLineage is a coder-like lineage of about n events: tool writes that
+// affect a workspace with a capture after every fifth.
+func longLineage(t testing.TB, n int) *lineage {
+	t.Helper()
+	id := eventlog.NewID()
+	l := &lineage{info: eventlog.Info{ID: id, Agent: "coder"}, cov: coverage.New(), steps: stepIndex{}}
+	push := func(p eventlog.Payload) {
+		ev := eventlog.Event{Seq: uint64(len(l.events) + 1), Time: baseTime, Data: p}
+		if err := l.cov.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+		l.steps.add(ev)
+		l.events = append(l.events, ev)
+	}
+	push(&eventlog.ExecutionCreated{Agent: "coder"})
+	push(&eventlog.DispatchStarted{Dispatch: 1})
+	push(&eventlog.ResourceBound{Key: "workspace", DriverID: "d", Binding: js(map[string]string{}), EverySteps: 5, OnCompletion: true})
+	push(&eventlog.ResourceCaptured{Key: "workspace", Ref: "ref-0", Generation: 1, Reason: eventlog.CaptureBaseline})
+	for k := 1; len(l.events) < n-2; k++ {
+		sid := fmt.Sprintf("w%d", k)
+		push(&eventlog.StepStarted{StepID: sid, StepKind: eventlog.StepTool, Target: "write_file", Args: js(map[string]int{"n": k}),
+			Resources: []string{"workspace"}, Idempotency: eventlog.SafeToRetry, Attempt: 1})
+		push(&eventlog.StepSucceeded{StepID: sid, Result: js("ok")})
+		if k%5 == 0 {
+			st, _ := l.cov.State("workspace")
+			push(&eventlog.ResourceCaptured{Key: "workspace", Ref: fmt.Sprintf("ref-%d", k), Generation: st.Generation, Reason: eventlog.CaptureSteps})
+		}
+	}
+	push(&eventlog.ExecutionCompleted{})
+	l.info.Head = uint64(len(l.events))
+	return l
+}
+
+// TestTimelineScales: a long lineage gets a wider picture, not a cramped
+// one, with one circle per event and seq labels that do not collide.
+func TestTimelineScales(t *testing.T) {
+	var widths []int
+	for _, n := range []int{30, 100, 1000} {
+		l := longLineage(t, n)
+		page, err := timelineData(l, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Events) != len(l.events) {
+			t.Fatalf("%d events: %d circles", len(l.events), len(page.Events))
+		}
+		if gap := page.Events[1].X - page.Events[0].X; gap < 6 {
+			t.Fatalf("%d events drawn %.1f px apart; want at least 6", len(l.events), gap)
+		}
+		for k := 1; k < len(page.SeqLabels); k++ {
+			if d := page.SeqLabels[k].X - page.SeqLabels[k-1].X; d < 24 {
+				t.Fatalf("%d events: seq labels %s and %s are %.1f px apart", len(l.events), page.SeqLabels[k-1].Text, page.SeqLabels[k].Text, d)
+			}
+		}
+		if want := len(l.events)/16 + 1; len(page.Lanes) != 1 || len(page.Lanes[0].Windows) < want {
+			t.Fatalf("%d events: lanes %+v; want one lane with at least %d windows", len(l.events), page.Lanes, want)
+		}
+		widths = append(widths, page.Width)
+	}
+	if !(widths[0] <= widths[1] && widths[1] < widths[2]) {
+		t.Fatalf("widths %v for 30, 100 and 1,000 events; want them to grow", widths)
+	}
+}
+
+func mkdir(t *testing.T, p string) {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	mkdir(t, filepath.Dir(p))
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listAll2 lists every file and folder under dir with its size.
+func listAll2(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, fmt.Sprintf("%s %v %d", rel, fi.IsDir(), fi.Size()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

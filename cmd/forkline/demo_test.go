@@ -1,0 +1,388 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/driver/dirfs"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/google/go-cmp/cmp"
+)
+
+var (
+	refRE      = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+	shortRefRE = regexp.MustCompile(`\b[0-9a-f]{12}\b`)
+)
+
+// maskRefs replaces checkpoint refs (content hashes, which depend on the
+// file system's permission bits) with ref1…, ref2…, in order of appearance,
+// keeping their width.
+func maskRefs(s string) string {
+	seen := map[string]string{}
+	name := func(full string) string {
+		if m, ok := seen[full[:12]]; ok {
+			return m
+		}
+		m := "ref" + string(rune('A'+len(seen)))
+		seen[full[:12]] = strings.Repeat(m, 16)
+		return seen[full[:12]]
+	}
+	s = refRE.ReplaceAllStringFunc(s, func(r string) string { return name(r)[:64] })
+	return shortRefRE.ReplaceAllStringFunc(s, func(r string) string { return name(r)[:12] })
+}
+
+// demoExecution is an execution the demo wrote, read back from its log.
+type demoExecution struct {
+	info   eventlog.Info
+	events []eventlog.Event
+}
+
+func readDemoLog(t *testing.T, dir string) []demoExecution {
+	t.Helper()
+	s, err := pebblestore.Open(logDir(dir), pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var out []demoExecution
+	for info, err := range s.List(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := demoExecution{info: info}
+		for ev, err := range s.Events(ctx, info.ID, 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.events = append(x.events, ev)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// recordedWorkspace is what the successful write_file calls recorded in
+// events 1..upTo produce in an empty workspace: the test's own witness of
+// the parent's state at a seq.
+func recordedWorkspace(t *testing.T, events []eventlog.Event, upTo uint64) map[string]string {
+	t.Helper()
+	args := map[string]map[string]string{}
+	out := map[string]string{}
+	for _, ev := range events[:upTo] {
+		switch p := ev.Data.(type) {
+		case *eventlog.StepStarted:
+			if p.Target == "write_file" {
+				var a map[string]string
+				if err := json.Unmarshal(p.Args, &a); err != nil {
+					t.Fatal(err)
+				}
+				args[p.StepID] = a
+			}
+		case *eventlog.StepSucceeded:
+			if a, ok := args[p.StepID]; ok {
+				out[a["path"]] = a["content"]
+			}
+		}
+	}
+	return out
+}
+
+// tree reads the regular files under dir.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// ownWorkspaceDir is the directory of the workspace an execution bound
+// itself, and the ref it was bound from.
+func ownWorkspaceDir(t *testing.T, dir string, x demoExecution) (string, string) {
+	t.Helper()
+	for _, ev := range x.events[x.info.ForkSeq:] {
+		if b, ok := ev.Data.(*eventlog.ResourceBound); ok {
+			var binding dirfs.Binding
+			if err := json.Unmarshal(b.Binding, &binding); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(storeDir(dir), "workspaces", binding.Workspace), b.From
+		}
+	}
+	t.Fatalf("execution %s bound no workspace", x.info.ID)
+	return "", ""
+}
+
+// TestDemo runs the demo end to end in a fresh folder with the scripted
+// model and checks its claims from the log and the workspaces, not from its
+// output: the covered fork restored exactly the parent's workspace at the
+// fork point (DESIGN §8.1), the uncovered one the newest earlier checkpoint
+// (§8.2), which lacks the writes made after it. Then it runs the demo again
+// in the same folder: a new execution, and nothing that was there changes
+// (§8.7).
+func TestDemo(t *testing.T) {
+	t.Setenv("LLM_MODEL", "")
+	dir := filepath.Join(t.TempDir(), "data")
+	stdout, stderr, code := runCLI(t, "--dir", dir, "demo")
+	if code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("demo wrote to stderr: %q", stderr)
+	}
+	checkGolden(t, "demo", maskRefs(strings.ReplaceAll(maskIDs(stdout), dir, "<dir>")))
+	if !strings.Contains(stdout, "built-in scripted model") {
+		t.Errorf("the demo does not say plainly that it used the scripted model:\n%s", stdout)
+	}
+
+	xs := readDemoLog(t, dir)
+	if len(xs) != 3 {
+		t.Fatalf("%d executions in the log, want the run and two forks", len(xs))
+	}
+	parent, forks := xs[0], xs[1:]
+	if !parent.info.Parent.IsZero() || parent.info.Agent != coderAgent {
+		t.Fatalf("first execution %+v: want a root execution of the coder agent", parent.info)
+	}
+	for _, x := range xs {
+		if _, ok := x.events[len(x.events)-1].Data.(*eventlog.ExecutionCompleted); !ok {
+			t.Fatalf("execution %s did not complete: last event %s", x.info.ID, x.events[len(x.events)-1].Kind())
+		}
+	}
+	var writes, captures int
+	for _, ev := range parent.events {
+		switch p := ev.Data.(type) {
+		case *eventlog.StepStarted:
+			if p.Target == "write_file" {
+				writes++
+				if !slices.Equal(p.Resources, []string{workspaceKey}) {
+					t.Errorf("seq %d: write_file affects %q, want the workspace", ev.Seq, p.Resources)
+				}
+			}
+			if p.Target == "read_file" && len(p.Resources) > 0 {
+				t.Errorf("seq %d: read_file affects %q, want nothing", ev.Seq, p.Resources)
+			}
+		case *eventlog.ResourceBound:
+			if p.EverySteps != 5 {
+				t.Errorf("workspace bound with EverySteps(%d), want 5", p.EverySteps)
+			}
+		case *eventlog.ResourceCaptured:
+			captures++
+		}
+	}
+	if writes < 8 || captures < 2 {
+		t.Fatalf("parent made %d writes and %d captures; want the script's 8 writes with a capture after the fifth", writes, captures)
+	}
+
+	parentDir, _ := ownWorkspaceDir(t, dir, parent)
+	parentFinal := tree(t, parentDir)
+	if diff := cmp.Diff(recordedWorkspace(t, parent.events, parent.info.Head), parentFinal); diff != "" {
+		t.Fatalf("the parent's workspace is not what its recorded writes produce (-recorded +workspace):\n%s", diff)
+	}
+
+	s, err := pebblestore.Open(logDir(dir), pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv := dirfs.New(dirfs.Config{Store: storeDir(dir)})
+	var sawCovered, sawUncovered bool
+	for _, f := range forks {
+		if f.info.Parent != parent.info.ID {
+			t.Fatalf("fork %s has parent %s, want %s", f.info.ID, f.info.Parent, parent.info.ID)
+		}
+		at := f.info.ForkSeq
+		fc, ok := f.events[at].Data.(*eventlog.ForkCreated)
+		if !ok || len(fc.Selections) != 1 {
+			t.Fatalf("fork %s: event %d is %s, want fork.created with one selection", f.info.ID, at+1, f.events[at].Kind())
+		}
+		sel := fc.Selections[0]
+		p, err := coverage.At(context.Background(), s, parent.info.ID, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Covered != sel.Covered || p.Resources[0].Ref != sel.Ref {
+			t.Fatalf("fork %s at %d selected %+v; coverage of the parent says %+v", f.info.ID, at, sel, p)
+		}
+		forkDir, from := ownWorkspaceDir(t, dir, f)
+		if from != sel.Ref {
+			t.Fatalf("fork %s bound its workspace from %q, selected %q", f.info.ID, from, sel.Ref)
+		}
+		// The fork's workspace right after the restore is the checkpoint
+		// it was bound from: restore that checkpoint afresh and read it.
+		ws, b, err := drv.Create(context.Background(), sel.Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restored := tree(t, ws.Dir())
+		_ = ws.Close()
+		if err := drv.RemoveWorkspace(b); err != nil {
+			t.Fatal(err)
+		}
+		atFork := recordedWorkspace(t, parent.events, at)
+		forkFinal := tree(t, forkDir)
+		if sel.Covered {
+			sawCovered = true
+			// DESIGN §8.1: a covered fork restores exactly the parent's state at the fork point.
+			if diff := cmp.Diff(atFork, restored); diff != "" {
+				t.Errorf("covered fork at %d: restored workspace differs from the parent's at that point (-parent +restored):\n%s", at, diff)
+			}
+			if diff := cmp.Diff(parentFinal, forkFinal); diff != "" {
+				t.Errorf("covered fork at %d: final workspace differs from the parent's (-parent +fork):\n%s", at, diff)
+			}
+			continue
+		}
+		sawUncovered = true
+		// DESIGN §8.2: an uncovered fork restores the newest checkpoint at or
+		// before the fork point, which lacks exactly the writes after it.
+		if sel.Ref == "" || sel.CapturedAt >= at {
+			t.Fatalf("uncovered fork at %d selected %+v; want a checkpoint before the fork point", at, sel)
+		}
+		if diff := cmp.Diff(recordedWorkspace(t, parent.events, sel.CapturedAt), restored); diff != "" {
+			t.Errorf("uncovered fork at %d: restored workspace is not the parent's at seq %d (-parent +restored):\n%s", at, sel.CapturedAt, diff)
+		}
+		var lost []string
+		for path, content := range atFork {
+			if restored[path] != content {
+				lost = append(lost, path)
+			}
+		}
+		if len(lost) == 0 {
+			t.Errorf("uncovered fork at %d: restored workspace equals the parent's at that point; the demo should show a difference", at)
+		}
+		if cmp.Equal(parentFinal, forkFinal) {
+			t.Errorf("uncovered fork at %d: final workspace equals the parent's; its lost write should show", at)
+		}
+		for _, path := range lost {
+			if !strings.Contains(stdout, "  "+path+" ") {
+				t.Errorf("the demo does not list %s, which the uncovered fork lacks", path)
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !sawCovered || !sawUncovered {
+		t.Fatalf("forks covered=%v uncovered=%v; want one of each", sawCovered, sawUncovered)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "timeline.html")); err != nil {
+		t.Errorf("no timeline page: %v", err)
+	}
+
+	// Again, in the same folder, with --json: a new execution and two new
+	// forks; what was there is unchanged.
+	before := fingerprint(t, dir)
+	beforeParent := tree(t, parentDir)
+	stdout, stderr, code = runCLI(t, "--dir", dir, "--json", "demo")
+	if code != 0 {
+		t.Fatalf("second demo: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep demoReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("demo --json: %v\n%s", err, stdout)
+	}
+	if !rep.Scripted || len(rep.Forks) != 2 || !rep.Forks[0].Covered || rep.Forks[1].Covered ||
+		len(rep.Forks[0].RestoredDiff) != 0 || len(rep.Forks[1].RestoredDiff) == 0 {
+		t.Fatalf("demo --json report %+v: want a covered fork with no difference and an uncovered one with some", rep)
+	}
+	after := readDemoLog(t, dir)
+	if len(after) != 6 || after[3].info.ID.String() != rep.Execution {
+		t.Fatalf("after the second demo: %d executions, want 6 with the new run fourth", len(after))
+	}
+	if got := fingerprint(t, dir); !strings.HasPrefix(logPart(got), logPart(before)) {
+		t.Fatalf("the second demo changed what was there:\n%s", cmp.Diff(logPart(before), logPart(got)))
+	}
+	if diff := cmp.Diff(beforeParent, tree(t, parentDir)); diff != "" {
+		t.Fatalf("the second demo changed the first run's workspace:\n%s", diff)
+	}
+}
+
+// logPart is the log's part of a fingerprint.
+func logPart(fp string) string {
+	if i := strings.Index(fp, "execution "); i >= 0 {
+		return fp[i:]
+	}
+	return ""
+}
+
+// TestRunFork forks the demo's run with the fork command and runs the fork
+// with the run command in a later "process" (a new kernel, the scripted
+// model served again where its recorded calls went): it completes and
+// replays the prefix without calling the model for it.
+func TestRunFork(t *testing.T) {
+	t.Setenv("LLM_MODEL", "")
+	dir := t.TempDir()
+	if _, stderr, code := runCLI(t, "--dir", dir, "--json", "demo"); code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, stderr)
+	}
+	parent := readDemoLog(t, dir)[0]
+	stdout, stderr, code := runCLI(t, "--dir", dir, "--json", "fork", parent.info.ID.String(), "45")
+	if code != 0 {
+		t.Fatalf("fork: exit %d: %s", code, stderr)
+	}
+	var fk struct{ ID string }
+	if err := json.Unmarshal([]byte(stdout), &fk); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = runCLI(t, "--dir", dir, "--json", "run", fk.ID[:23])
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	var res struct {
+		Status   string
+		Appended uint64
+		Scripted bool
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != statusCompleted || !res.Scripted {
+		t.Fatalf("run: %+v, want a completed run on the scripted model", res)
+	}
+	var x demoExecution
+	for _, e := range readDemoLog(t, dir) {
+		if e.info.ID.String() == fk.ID {
+			x = e
+		}
+	}
+	// DESIGN §8.2: the prefix replays — no step of 1..45 runs again.
+	started := map[string]bool{}
+	for _, ev := range x.events[:45] {
+		if p, ok := ev.Data.(*eventlog.StepStarted); ok {
+			started[p.StepID] = true
+		}
+	}
+	for _, ev := range x.events[45:] {
+		if p, ok := ev.Data.(*eventlog.StepStarted); ok && started[p.StepID] {
+			t.Fatalf("seq %d: step %s %s of the prefix ran again", ev.Seq, p.StepKind, p.Target)
+		}
+	}
+	// Running it again runs nothing.
+	if _, stderr, code = runCLI(t, "--dir", dir, "run", fk.ID); code != 0 {
+		t.Fatalf("second run: exit %d: %s", code, stderr)
+	}
+	if again := readDemoLog(t, dir); len(again[len(again)-1].events) != len(x.events) {
+		t.Fatalf("running a completed fork appended events")
+	}
+}

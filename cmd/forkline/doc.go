@@ -1,0 +1,78 @@
+// Command forkline runs the demo and inspects and forks the executions of a
+// forkline event log.
+//
+//	go run ./cmd/forkline demo
+//
+// runs the reference page's coder agent ([github.com/forkline/forkline/examples/coder])
+// on a Pebble log in ./forkline-data, prints its timeline with the coverage
+// of every event, forks it at a covered and at an uncovered event, runs both
+// forks and compares their workspaces with the parent's. Run it again and it
+// adds a new execution beside the old ones.
+//
+// # The data folder
+//
+// --dir (default ./forkline-data) holds everything:
+//
+//	log/            the event log ([github.com/forkline/forkline/eventlog/pebblestore])
+//	dirfs/          the coder agent's workspace store ([github.com/forkline/forkline/driver/dirfs]):
+//	                checkpoints and one workspace directory per execution
+//	timeline.html   the demo's last timeline picture
+//
+// Commands that only read (ls, tree, events, coverage, show, timeline)
+// never create a log: a folder without one is "not a forkline log".
+//
+// # Commands
+//
+//	demo [--task TEXT]          run, fork twice, compare
+//	ls                          executions: agent, events, status, parent
+//	tree                        the fork lineage of every execution
+//	events <id>                 the lineage's events, one line each
+//	coverage <id> [seq]         every event with its coverage and what a fork
+//	                            at it restores, and the coverage windows; or
+//	                            one event's fork plan (from the store's index)
+//	show <id> <seq>             one event, every payload field decoded
+//	fork <id> <seq>             create a fork (fork.Create) and print its plan
+//	run <id>                    run an execution of the coder agent, such as a fork
+//	timeline <id> --html FILE   a self-contained HTML page with an SVG picture
+//
+// Ids are accepted by any unique prefix, with or without dashes. fork only
+// creates the fork: running an execution needs its agent's code, which this
+// command has only for the coder agent. run serves the scripted model again
+// on the loopback address its recorded calls went to (a recorded LLM call's
+// identity includes its URL), or calls the real model at its recorded
+// endpoint with OPENAI_API_KEY.
+//
+// # Output
+//
+// Tables (text/tabwriter) by default. --json prints one JSON document per
+// command instead: {"executions": […]} for ls and tree (tree nests
+// "forks"), {"execution", "events": […]} for events (each event with its
+// payload fields under their wire names), {"execution", "points": […],
+// "windows": […]} or {"execution", "point"} for coverage, the event with
+// its "data" and "coverage" for show, {"id", "parent", "at", "plan"} for
+// fork, {"id", "status", "head", "appended", …} for run, {"execution",
+// "html", "events"} for timeline, and the demo's report (its run, both forks
+// and what differed) for demo. Recorded values that are JSON stay JSON; other text is a string;
+// other bytes are {"base64": …}.
+//
+// A scan of a lineage shows a progress line on stderr every 10,000 events
+// when stderr is a terminal, or always with --progress.
+//
+// # The model
+//
+// With LLM_MODEL set, the coder agent calls that model at OPENAI_BASE_URL
+// (default https://api.openai.com/v1) with OPENAI_API_KEY. Otherwise it
+// uses a built-in deterministic scripted model
+// ([github.com/forkline/forkline/internal/scriptedmodel]) served over HTTP
+// on loopback with the OpenAI chat-completions wire format, so that the
+// recording path (sdk.Transport) is the one a real model takes. The demo
+// says which it used.
+//
+// # Exit status
+//
+// 0 on success, 1 when a command failed (an IO error, a run that did not
+// complete), 2 for bad input: usage errors, an unknown id, an ambiguous
+// prefix, a seq out of range, a folder that is not a forkline log, a log in
+// use by another process. Bad input gets a one-line error on stderr and
+// writes nothing.
+package main

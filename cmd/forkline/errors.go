@@ -1,0 +1,41 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+)
+
+// errInput classifies bad input: the command exits with status 2 and has
+// written nothing.
+var errInput = errors.New("bad input")
+
+// inputError is bad input; its message is the whole line.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string        { return e.err.Error() }
+func (e *inputError) Unwrap() error        { return e.err }
+func (e *inputError) Is(target error) bool { return target == errInput }
+
+// inputErrorf returns bad input with a formatted message (%w wraps).
+func inputErrorf(format string, args ...any) error {
+	return &inputError{fmt.Errorf(format, args...)}
+}
+
+// exitStatus classifies err: bad input (ours, or one of the log's sentinels
+// for it) is status 2, anything else 1.
+func exitStatus(err error) int {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errInput),
+		errors.Is(err, eventlog.ErrNotFound),
+		errors.Is(err, eventlog.ErrInvalid),
+		errors.Is(err, pebblestore.ErrNotALog),
+		errors.Is(err, pebblestore.ErrLocked):
+		return exitInput
+	}
+	return exitFailure
+}

@@ -1,0 +1,537 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+)
+
+// Execution statuses, from the lineage's newest event.
+const (
+	statusCreated    = "created"    // no dispatch has started
+	statusUnfinished = "unfinished" // dispatched, no execution.completed or .failed: running now, or interrupted
+	statusCompleted  = "completed"
+	statusFailed     = "failed"
+)
+
+// statusOf reads the newest event of info's lineage.
+func statusOf(e *env, log eventlog.Log, info eventlog.Info) (string, error) {
+	for ev, err := range log.Events(e.ctx, info.ID, info.Head) {
+		if err != nil {
+			return "", fmt.Errorf("execution %s: %w", info.ID, err)
+		}
+		switch ev.Data.(type) {
+		case *eventlog.ExecutionCompleted:
+			return statusCompleted, nil
+		case *eventlog.ExecutionFailed:
+			return statusFailed, nil
+		case *eventlog.ExecutionCreated, *eventlog.ForkCreated:
+			return statusCreated, nil
+		}
+		return statusUnfinished, nil
+	}
+	return statusUnfinished, nil
+}
+
+// listing is one execution in ls, tree and the timeline's forks.
+type listing struct {
+	ID      string     `json:"id"`
+	Agent   string     `json:"agent"`
+	Parent  string     `json:"parent,omitempty"`
+	ForkSeq uint64     `json:"fork_seq,omitempty"`
+	Head    uint64     `json:"head"`
+	Status  string     `json:"status"`
+	Created time.Time  `json:"created"`
+	Forks   []*listing `json:"forks,omitempty"` // tree only
+
+	info eventlog.Info
+}
+
+// listAll describes every execution, in creation order.
+func listAll(e *env, log eventlog.Log) ([]*listing, error) {
+	var out []*listing
+	for info, err := range log.List(e.ctx) {
+		if err != nil {
+			return nil, fmt.Errorf("list executions: %w", err)
+		}
+		st, err := statusOf(e, log, info)
+		if err != nil {
+			return nil, err
+		}
+		l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq,
+			Head: info.Head, Status: st, Created: info.Created.UTC(), info: info}
+		if !info.Parent.IsZero() {
+			l.Parent = info.Parent.String()
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// writeJSON writes v as the command's one JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+func cmdLs(e *env) error {
+	return withLog(e, func(s *pebblestore.Store) error {
+		all, err := listAll(e, s)
+		if err != nil {
+			return err
+		}
+		if e.opts.json {
+			if all == nil {
+				all = []*listing{}
+			}
+			return writeJSON(e.stdout, map[string]any{"executions": all})
+		}
+		if len(all) == 0 {
+			fmt.Fprintf(e.stdout, "no executions in %s\n", e.opts.dir)
+			return nil
+		}
+		tw := newTable(e.stdout)
+		fmt.Fprintln(tw, "ID\tAGENT\tEVENTS\tSTATUS\tFORK OF\tCREATED")
+		for _, l := range all {
+			parent := "-"
+			if l.Parent != "" {
+				parent = fmt.Sprintf("%s@%d", l.Parent, l.ForkSeq)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Agent, l.Head, l.Status, parent, timeText(l.Created))
+		}
+		return tw.Flush()
+	})
+}
+
+func cmdTree(e *env) error {
+	return withLog(e, func(s *pebblestore.Store) error {
+		all, err := listAll(e, s)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]*listing, len(all))
+		for _, l := range all {
+			byID[l.ID] = l
+		}
+		roots := []*listing{}
+		for _, l := range all {
+			if p := byID[l.Parent]; l.Parent != "" && p != nil {
+				p.Forks = append(p.Forks, l)
+			} else {
+				roots = append(roots, l)
+			}
+		}
+		if e.opts.json {
+			return writeJSON(e.stdout, map[string]any{"executions": roots})
+		}
+		if len(roots) == 0 {
+			fmt.Fprintf(e.stdout, "no executions in %s\n", e.opts.dir)
+			return nil
+		}
+		tw := newTable(e.stdout)
+		fmt.Fprintln(tw, "EXECUTION\tAGENT\tFORK AT\tEVENTS\tSTATUS")
+		var walk func(l *listing, prefix, branch string)
+		walk = func(l *listing, prefix, branch string) {
+			at := "-"
+			if l.Parent != "" {
+				at = fmt.Sprint(l.ForkSeq)
+			}
+			fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%d\t%s\n", prefix, branch, l.ID, l.Agent, at, l.Head, l.Status)
+			child := prefix
+			switch branch {
+			case "├── ":
+				child += "│   "
+			case "└── ":
+				child += "    "
+			}
+			for i, f := range l.Forks {
+				b := "├── "
+				if i == len(l.Forks)-1 {
+					b = "└── "
+				}
+				walk(f, child, b)
+			}
+		}
+		for _, r := range roots {
+			walk(r, "", "")
+		}
+		return tw.Flush()
+	})
+}
+
+// lineage is an execution's events with their coverage fold.
+type lineage struct {
+	info   eventlog.Info
+	events []eventlog.Event
+	cov    *coverage.Fold
+	steps  stepIndex
+}
+
+// readLineage reads info's lineage up to seq upTo (0: the head it had when
+// resolved), folding coverage on the way.
+func readLineage(e *env, log eventlog.Log, info eventlog.Info, upTo uint64) (*lineage, error) {
+	if upTo == 0 || upTo > info.Head {
+		upTo = info.Head
+	}
+	l := &lineage{info: info, cov: coverage.New(), steps: stepIndex{}}
+	p := newProgress(e, "reading "+info.ID.String())
+	defer p.done()
+	for ev, err := range log.Events(e.ctx, info.ID, 1) {
+		if err != nil {
+			return nil, fmt.Errorf("execution %s: %w", info.ID, err)
+		}
+		if ev.Seq > upTo {
+			break
+		}
+		if err := l.cov.Apply(ev); err != nil {
+			return nil, fmt.Errorf("execution %s: %w", info.ID, err)
+		}
+		l.steps.add(ev)
+		l.events = append(l.events, ev)
+		p.tick()
+	}
+	return l, nil
+}
+
+// header is the line above an execution's tables.
+func header(info eventlog.Info, status string) string {
+	s := fmt.Sprintf("execution %s, agent %s", info.ID, info.Agent)
+	if !info.Parent.IsZero() {
+		s += fmt.Sprintf(", fork of %s at seq %d", info.Parent, info.ForkSeq)
+	}
+	return s + fmt.Sprintf(", %d events, %s", info.Head, status)
+}
+
+// showJSON is show's --json output.
+type showJSON struct {
+	Execution string    `json:"execution"`
+	Seq       uint64    `json:"seq"`
+	Time      time.Time `json:"time"`
+	Kind      string    `json:"kind"`
+	Detail    string    `json:"detail"`
+	Data      fieldList `json:"data"`
+	// ResponseBody is the HTTP body of a recorded LLM response, decoded.
+	ResponseBody json.RawMessage `json:"response_body,omitempty"`
+	Coverage     *pointJSON      `json:"coverage"`
+}
+
+// eventJSON is one event in --json output.
+type eventJSON struct {
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"`
+	Detail string    `json:"detail"`
+	Data   fieldList `json:"data"`
+}
+
+func cmdEvents(e *env, idArg string) error {
+	return withLog(e, func(s *pebblestore.Store) error {
+		info, err := resolve(e, s, idArg)
+		if err != nil {
+			return err
+		}
+		l, err := readLineage(e, s, info, 0)
+		if err != nil {
+			return err
+		}
+		if e.opts.json {
+			out := make([]eventJSON, 0, len(l.events))
+			for _, ev := range l.events {
+				out = append(out, eventJSON{Seq: ev.Seq, Time: ev.Time.UTC(), Kind: ev.Kind().String(),
+					Detail: detail(ev, l.steps), Data: fields(ev.Data)})
+			}
+			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "events": out})
+		}
+		fmt.Fprintln(e.stdout, header(info, l.status()))
+		tw := newTable(e.stdout)
+		fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tDETAIL")
+		for _, ev := range l.events {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ev.Seq, timeText(ev.Time), ev.Kind(), detail(ev, l.steps))
+		}
+		return tw.Flush()
+	})
+}
+
+// status is the lineage's status from its newest event.
+func (l *lineage) status() string {
+	if len(l.events) == 0 {
+		return statusUnfinished
+	}
+	switch l.events[len(l.events)-1].Data.(type) {
+	case *eventlog.ExecutionCompleted:
+		return statusCompleted
+	case *eventlog.ExecutionFailed:
+		return statusFailed
+	case *eventlog.ExecutionCreated, *eventlog.ForkCreated:
+		return statusCreated
+	}
+	return statusUnfinished
+}
+
+// selectionJSON is one coverage.Selection in --json output.
+type selectionJSON struct {
+	Key        string `json:"key"`
+	Ref        string `json:"ref"` // "" = initial environment
+	CapturedAt uint64 `json:"captured_at"`
+	Generation uint64 `json:"generation"`
+	Covered    bool   `json:"covered"`
+}
+
+// pointJSON is one coverage.Point in --json output.
+type pointJSON struct {
+	Seq       uint64          `json:"seq"`
+	Kind      string          `json:"kind,omitempty"`
+	Covered   bool            `json:"covered"`
+	Resources []selectionJSON `json:"resources"`
+}
+
+func pointOut(p coverage.Point, kind string) pointJSON {
+	out := pointJSON{Seq: p.Seq, Kind: kind, Covered: p.Covered, Resources: []selectionJSON{}}
+	for _, s := range p.Resources {
+		out.Resources = append(out.Resources, selectionJSON(s))
+	}
+	return out
+}
+
+// windowJSON is one coverage.Window in --json output.
+type windowJSON struct {
+	Key        string `json:"key"`
+	From       uint64 `json:"from"`
+	To         uint64 `json:"to"`
+	Ref        string `json:"ref"`
+	CapturedAt uint64 `json:"captured_at"`
+	Generation uint64 `json:"generation"`
+}
+
+func cmdCoverage(e *env, pos []string) error {
+	return withLog(e, func(s *pebblestore.Store) error {
+		info, err := resolve(e, s, pos[0])
+		if err != nil {
+			return err
+		}
+		if len(pos) == 2 {
+			seq, err := parseSeq(pos[1], info)
+			if err != nil {
+				return err
+			}
+			return coverageAt(e, s, info, seq)
+		}
+		l, err := readLineage(e, s, info, 0)
+		if err != nil {
+			return err
+		}
+		if e.opts.json {
+			points := make([]pointJSON, 0, len(l.events))
+			for _, ev := range l.events {
+				p, err := l.cov.Point(ev.Seq)
+				if err != nil {
+					return err
+				}
+				points = append(points, pointOut(p, ev.Kind().String()))
+			}
+			windows := []windowJSON{}
+			for _, w := range l.cov.Windows() {
+				windows = append(windows, windowJSON(w))
+			}
+			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "points": points, "windows": windows})
+		}
+		fmt.Fprintln(e.stdout, header(info, l.status()))
+		return writeTimeline(e.stdout, l)
+	})
+}
+
+// writeTimeline writes the table of every event with its coverage: the
+// demo's timeline and coverage's default output.
+func writeTimeline(w io.Writer, l *lineage) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "SEQ\tKIND\tCOVERED\tFORK RESTORES\tDETAIL")
+	for _, ev := range l.events {
+		p, err := l.cov.Point(ev.Seq)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Kind(), coveredText(p.Covered), restoresText(p), detail(ev, l.steps))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	ws := l.cov.Windows()
+	if len(ws) == 0 {
+		fmt.Fprintln(w, "coverage windows: none")
+		return nil
+	}
+	fmt.Fprintln(w, "coverage windows (a fork at any seq inside one restores its checkpoint exactly):")
+	tw = newTable(w)
+	fmt.Fprintln(tw, "  RESOURCE\tSEQS\tCHECKPOINT\tCAPTURED AT\tGENERATION")
+	for _, win := range ws {
+		seqs := fmt.Sprintf("%d-%d", win.From, win.To)
+		if win.From == win.To {
+			seqs = fmt.Sprint(win.From)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\n", win.Key, seqs, shortRef(win.Ref), win.CapturedAt, win.Generation)
+	}
+	return tw.Flush()
+}
+
+// coverageAt prints the coverage of one event from the store's index,
+// without reading the lineage.
+func coverageAt(e *env, s *pebblestore.Store, info eventlog.Info, seq uint64) error {
+	p, err := coverage.At(e.ctx, s, info.ID, seq)
+	if err != nil {
+		return err
+	}
+	if e.opts.json {
+		return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "point": pointOut(p, "")})
+	}
+	return writePoint(e.stdout, p, fmt.Sprintf("a fork of %s at seq %d", info.ID, seq))
+}
+
+// writePoint explains a point: covered or not, and the selection table.
+func writePoint(w io.Writer, p coverage.Point, what string) error {
+	switch {
+	case len(p.Resources) == 0:
+		fmt.Fprintf(w, "%s is covered: no resource is bound at seq %d\n", what, p.Seq)
+		return nil
+	case p.Covered:
+		fmt.Fprintf(w, "%s is covered: every resource restores its exact state at seq %d\n", what, p.Seq)
+	default:
+		var un []string
+		for _, s := range p.Resources {
+			if !s.Covered {
+				un = append(un, s.Key)
+			}
+		}
+		fmt.Fprintf(w, "%s is uncovered: %s restore%s an earlier state (recorded results after it replay without their changes)\n",
+			what, strings.Join(un, ", "), map[bool]string{true: "", false: "s"}[len(un) > 1])
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "RESOURCE\tRESTORES\tCAPTURED AT\tGENERATION\tCOVERED")
+	for _, s := range p.Resources {
+		ref := s.Ref
+		if ref == "" {
+			ref = "initial environment"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Key, ref, s.CapturedAt, s.Generation, map[bool]string{true: "yes", false: "no"}[s.Covered])
+	}
+	return tw.Flush()
+}
+
+func cmdShow(e *env, idArg, seqArg string) error {
+	return withLog(e, func(s *pebblestore.Store) error {
+		info, err := resolve(e, s, idArg)
+		if err != nil {
+			return err
+		}
+		seq, err := parseSeq(seqArg, info)
+		if err != nil {
+			return err
+		}
+		l, err := readLineage(e, s, info, seq)
+		if err != nil {
+			return err
+		}
+		if uint64(len(l.events)) != seq {
+			return fmt.Errorf("execution %s: read %d events, want %d", info.ID, len(l.events), seq)
+		}
+		ev := l.events[seq-1]
+		// Coverage at seq may depend on later events (a capture committed
+		// with a step's outcome covers it): ask the index, not the prefix.
+		p, err := coverage.At(e.ctx, s, info.ID, seq)
+		if err != nil {
+			return err
+		}
+		data := fields(ev.Data)
+		// A recorded LLM response holds the HTTP body base64-encoded; show it.
+		var body json.RawMessage
+		if ss, ok := ev.Data.(*eventlog.StepSucceeded); ok {
+			if st := l.steps[ss.StepID]; st != nil && st.StepKind == eventlog.StepLLM {
+				body, _ = llmBody(ss.Result)
+			}
+		}
+		if e.opts.json {
+			cov := pointOut(p, "")
+			return writeJSON(e.stdout, showJSON{Execution: info.ID.String(), Seq: ev.Seq, Time: ev.Time.UTC(),
+				Kind: ev.Kind().String(), Detail: detail(ev, l.steps), Data: data, ResponseBody: body, Coverage: &cov})
+		}
+		tw := newTable(e.stdout)
+		fmt.Fprintf(tw, "execution\t%s\n", info.ID)
+		fmt.Fprintf(tw, "seq\t%d\n", ev.Seq)
+		fmt.Fprintf(tw, "time\t%s\n", timeText(ev.Time))
+		fmt.Fprintf(tw, "kind\t%s\n", ev.Kind())
+		fmt.Fprintf(tw, "detail\t%s\n", detail(ev, l.steps))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		writeFields(e.stdout, data, "  ")
+		if body != nil {
+			fmt.Fprintln(e.stdout, "response body (decoded):")
+			fmt.Fprintln(e.stdout, indentJSON(body, "  "))
+		}
+		fmt.Fprintln(e.stdout)
+		return writePoint(e.stdout, p, fmt.Sprintf("a fork at seq %d", seq))
+	})
+}
+
+// writeFields writes a payload's fields one per line, JSON values indented.
+func writeFields(w io.Writer, fs fieldList, indent string) {
+	fmt.Fprintln(w, "data:")
+	writeFieldsAt(w, fs, indent)
+}
+
+func writeFieldsAt(w io.Writer, fs fieldList, indent string) {
+	for _, f := range fs {
+		switch v := f.Value.(type) {
+		case json.RawMessage:
+			txt := indentJSON(v, indent+"  ")
+			if strings.Contains(txt, "\n") {
+				fmt.Fprintf(w, "%s%s:\n%s\n", indent, f.Name, txt)
+			} else {
+				fmt.Fprintf(w, "%s%s: %s\n", indent, f.Name, strings.TrimSpace(txt))
+			}
+		case []fieldList:
+			fmt.Fprintf(w, "%s%s: %d\n", indent, f.Name, len(v))
+			for i, sub := range v {
+				fmt.Fprintf(w, "%s  [%d]\n", indent, i)
+				writeFieldsAt(w, sub, indent+"    ")
+			}
+		case []string:
+			fmt.Fprintf(w, "%s%s: %s\n", indent, f.Name, strings.Join(v, ", "))
+		case string:
+			fmt.Fprintf(w, "%s%s: %s\n", indent, f.Name, strconvQuoteIfNeeded(v))
+		default:
+			fmt.Fprintf(w, "%s%s: %v\n", indent, f.Name, v)
+		}
+	}
+}
+
+// strconvQuoteIfNeeded quotes s when it is empty or not one plain line.
+func strconvQuoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsAny(s, "\n\r\t\"") || strings.TrimSpace(s) != s {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
+}
+
+// indentJSON pretty-prints raw, keys in their recorded order, with every
+// line indented.
+func indentJSON(raw json.RawMessage, indent string) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, indent, "  "); err != nil {
+		return indent + string(raw)
+	}
+	return indent + buf.String()
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command failed: IO, a run that did not complete
+	exitInput   = 2 // bad input: usage, unknown id, seq out of range, not a log, log in use
+)
+
+// defaultDir is the data folder when --dir is not given.
+const defaultDir = "forkline-data"
+
+const usageText = `forkline — inspect, fork and run durable agent executions
+
+Usage:
+  forkline [--dir DIR] <command> [flags] [args]
+
+Commands:
+  demo [--task TEXT]        run the coder agent, fork it at a covered and an
+                            uncovered event, run both forks, compare workspaces
+  ls                        list executions
+  tree                      the fork lineage of every execution
+  events <id>               the events of an execution's lineage
+  coverage <id> [seq]       each event's coverage, or what a fork at seq restores
+  show <id> <seq>           one event, its payload decoded
+  fork <id> <seq>           create a fork at an event and print its plan
+  run <id>                  run an execution of the demo's coder agent (a fork)
+  timeline <id> --html FILE write the lineage as a self-contained HTML page
+
+Flags (before or after the command):
+  --dir DIR    data folder (default ./forkline-data): the event log lives in
+               DIR/log, the coder agent's dirfs workspace store in DIR/dirfs
+  --json       one JSON document per command instead of tables
+  --progress   progress line on stderr during long scans (default: only when
+               stderr is a terminal)
+
+Ids are accepted by any unique prefix, with or without dashes.
+
+fork only creates the fork: running it needs the agent's code, which the
+command has only for the demo's coder agent (forkline run <id>). Other agents'
+forks are run by the program that registers them (sdk.Kernel.Run).
+
+Model (demo, run): with LLM_MODEL set, the coder agent calls that model at
+OPENAI_BASE_URL (default https://api.openai.com/v1) with OPENAI_API_KEY;
+otherwise a built-in deterministic scripted model, served over HTTP on
+loopback with the same wire format.
+
+Exit status: 0 success; 1 failure; 2 bad input (usage, unknown id, ambiguous
+prefix, seq out of range, a folder that is not a forkline log, a log in use by
+another process), with a one-line error and nothing written.
+`
+
+// options are the flags every command accepts.
+type options struct {
+	dir      string
+	json     bool
+	progress bool
+}
+
+// commonFlags defines the flags of options on fs, with o's values as
+// defaults, so that they may appear before or after the command.
+func (o *options) commonFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.dir, "dir", o.dir, "data folder")
+	fs.BoolVar(&o.json, "json", o.json, "JSON output")
+	fs.BoolVar(&o.progress, "progress", o.progress, "progress line on stderr")
+}
+
+// env is what a command runs with.
+type env struct {
+	ctx    context.Context
+	opts   options
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// command is one subcommand.
+type command struct {
+	name  string
+	args  string // positional arguments, for the usage line
+	short string
+	// flags defines the command's own flags; nil for none.
+	flags func(fs *flag.FlagSet)
+	// npos is the allowed number of positional arguments.
+	minPos, maxPos int
+	run            func(e *env, pos []string) error
+}
+
+func commands() []*command {
+	var demoTask string
+	var htmlFile string
+	return []*command{
+		{name: "demo", short: "run the coder agent, fork it twice, compare workspaces",
+			flags: func(fs *flag.FlagSet) { fs.StringVar(&demoTask, "task", defaultTask, "the coder agent's task") },
+			run:   func(e *env, _ []string) error { return cmdDemo(e, demoTask) }},
+		{name: "ls", short: "list executions", run: func(e *env, _ []string) error { return cmdLs(e) }},
+		{name: "tree", short: "the fork lineage of every execution", run: func(e *env, _ []string) error { return cmdTree(e) }},
+		{name: "events", args: "<id>", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
+			run: func(e *env, pos []string) error { return cmdEvents(e, pos[0]) }},
+		{name: "coverage", args: "<id> [seq]", short: "each event's coverage, or what a fork at seq restores", minPos: 1, maxPos: 2,
+			run: func(e *env, pos []string) error { return cmdCoverage(e, pos) }},
+		{name: "show", args: "<id> <seq>", short: "one event, its payload decoded", minPos: 2, maxPos: 2,
+			run: func(e *env, pos []string) error { return cmdShow(e, pos[0], pos[1]) }},
+		{name: "fork", args: "<id> <seq>", short: "create a fork at an event (it does not run it)", minPos: 2, maxPos: 2,
+			run: func(e *env, pos []string) error { return cmdFork(e, pos[0], pos[1]) }},
+		{name: "run", args: "<id>", short: "run an execution of the demo's coder agent", minPos: 1, maxPos: 1,
+			run: func(e *env, pos []string) error { return cmdRun(e, pos[0]) }},
+		{name: "timeline", args: "<id> --html FILE", short: "write the lineage as a self-contained HTML page", minPos: 1, maxPos: 1,
+			flags: func(fs *flag.FlagSet) { fs.StringVar(&htmlFile, "html", "", "the HTML file to write (required)") },
+			run: func(e *env, pos []string) error {
+				if htmlFile == "" {
+					return inputErrorf("timeline: --html FILE is required")
+				}
+				return cmdTimeline(e, pos[0], htmlFile)
+			}},
+	}
+}
+
+// run is the whole command: it parses args, runs one subcommand and returns
+// the exit status. Tests call it in-process.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return runContext(ctx, args, stdout, stderr)
+}
+
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts := options{dir: defaultDir}
+	global := flag.NewFlagSet("forkline", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	opts.commonFlags(global)
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			return exitOK
+		}
+		return fail(stderr, inputErrorf("%v (forkline -h for help)", err))
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return exitInput
+	}
+	name, rest := rest[0], rest[1:]
+	if name == "help" {
+		if len(rest) == 1 {
+			if c := findCommand(rest[0]); c != nil {
+				fmt.Fprint(stdout, commandUsage(c))
+				return exitOK
+			}
+		}
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	}
+	c := findCommand(name)
+	if c == nil {
+		return fail(stderr, inputErrorf("unknown command %q (forkline -h for help)", name))
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts.commonFlags(fs)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	pos, err := parseInterleaved(fs, rest)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, commandUsage(c))
+			return exitOK
+		}
+		return fail(stderr, inputErrorf("%s: %v (forkline help %s)", name, err, name))
+	}
+	if len(pos) < c.minPos || len(pos) > c.maxPos {
+		return fail(stderr, inputErrorf("%s: want %s, got %d argument(s) (forkline help %s)",
+			name, describeArgs(c), len(pos), name))
+	}
+	if opts.dir == "" {
+		return fail(stderr, inputErrorf("--dir must not be empty"))
+	}
+	e := &env{ctx: ctx, opts: opts, stdout: stdout, stderr: stderr}
+	if err := c.run(e, pos); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+func findCommand(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func describeArgs(c *command) string {
+	if c.args == "" {
+		return "no arguments"
+	}
+	return c.args
+}
+
+func commandUsage(c *command) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: forkline [--dir DIR] %s", c.name)
+	if c.args != "" {
+		fmt.Fprintf(&b, " %s", c.args)
+	}
+	fmt.Fprintf(&b, " [--json] [--progress]\n\n%s.\n", upperFirst(c.short))
+	if c.flags != nil {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.flags(fs)
+		b.WriteString("\nFlags:\n")
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+	}
+	b.WriteString("\nforkline -h lists every command and the common flags.\n")
+	return b.String()
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// parseInterleaved parses flags that may appear before, between and after
+// positional arguments; everything after "--" is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i+1:]
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	return append(pos, tail...), nil
+}
+
+// fail prints err as one line and returns its exit status.
+func fail(stderr io.Writer, err error) int {
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ")), " ")
+	fmt.Fprintf(stderr, "forkline: %s\n", msg)
+	return exitStatus(err)
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// progressEvery is how many events a scan reads between two updates of its
+// progress line.
+var progressEvery uint64 = 10000
+
+// progress is the line a long scan keeps updated on stderr. It is shown
+// when stderr is a terminal, or always with --progress; the zero value
+// shows nothing.
+type progress struct {
+	w     io.Writer
+	label string
+	n     uint64
+	shown bool
+}
+
+func newProgress(e *env, label string) *progress {
+	if !e.opts.progress && !isTerminal(e.stderr) {
+		return &progress{}
+	}
+	return &progress{w: e.stderr, label: label}
+}
+
+// tick counts one event read.
+func (p *progress) tick() {
+	p.n++
+	if p.w == nil || p.n%progressEvery != 0 {
+		return
+	}
+	fmt.Fprintf(p.w, "\r%s: %d events", p.label, p.n)
+	p.shown = true
+}
+
+// done clears the progress line, if one was shown.
+func (p *progress) done() {
+	if p.shown {
+		fmt.Fprintf(p.w, "\r%s: %d events, done\n", p.label, p.n)
+		p.shown = false
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

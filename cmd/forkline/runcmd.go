@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+)
+
+// cmdRun runs one dispatch of an execution of the coder agent, such as a
+// fork made with forkline fork.
+func cmdRun(e *env, idArg string) error {
+	return withLog(e, func(s *pebblestore.Store) error {
+		info, err := resolve(e, s, idArg)
+		if err != nil {
+			return err
+		}
+		if info.Agent != coderAgent {
+			return &inputError{fmt.Errorf("execution %s is of agent %q: %w; run it with the program that registers that agent (sdk.Kernel.Run)",
+				info.ID, info.Agent, errNotCoder)}
+		}
+		l, err := readLineage(e, s, info, 0)
+		if err != nil {
+			return err
+		}
+		m, err := modelFor(l)
+		if err != nil {
+			return err
+		}
+		defer m.close()
+		dirfsStore, err := recordedStore(e, l)
+		if err != nil {
+			return err
+		}
+		ck, err := openCoderKernel(s, dirfsStore, m)
+		if err != nil {
+			return err
+		}
+		defer ck.k.Close()
+		before := l.status()
+		res, runErr := ck.k.Run(e.ctx, info.ID)
+		after, err := readCoderLineage(e, ck, info.ID)
+		if err != nil {
+			return err
+		}
+		if e.opts.json {
+			out := map[string]any{"id": info.ID.String(), "model": m.Name, "scripted": m.scripted,
+				"status": after.status(), "head": after.info.Head, "appended": after.info.Head - info.Head}
+			if res != nil {
+				out["output"] = json.RawMessage(jsonValue(res.Output))
+			}
+			if runErr != nil {
+				out["error"] = runErr.Error()
+			}
+			if err := writeJSON(e.stdout, out); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(e.stdout, "model: %s\n", m.describe())
+			switch {
+			case before == statusCompleted || before == statusFailed:
+				fmt.Fprintf(e.stdout, "execution %s had already %s; nothing ran\n", info.ID, before)
+			default:
+				fmt.Fprintf(e.stdout, "execution %s: %s, %d events (%d appended; live calls: %s)\n",
+					info.ID, after.status(), after.info.Head, after.info.Head-info.Head, liveCalls(after, info.Head))
+			}
+			if res != nil {
+				fmt.Fprintf(e.stdout, "output: %s\n", valueText(res.Output, 100))
+			}
+		}
+		if runErr != nil {
+			return fmt.Errorf("run %s: %w", info.ID, runErr)
+		}
+		return nil
+	})
+}
+
+// recordedStore is the dirfs store the lineage's workspace was bound with,
+// so that a fork restores from its parent's checkpoints even when --dir
+// names the data folder by another path; the data folder's store when
+// nothing was recorded or the recorded one is gone.
+func recordedStore(e *env, l *lineage) (string, error) {
+	for _, ev := range l.events {
+		b, ok := ev.Data.(*eventlog.ResourceBound)
+		if !ok || b.Key != workspaceKey {
+			continue
+		}
+		var cfg struct {
+			Store string `json:"store"`
+		}
+		if json.Unmarshal(b.Configuration, &cfg) == nil && cfg.Store != "" {
+			if fi, err := os.Stat(cfg.Store); err == nil && fi.IsDir() {
+				return cfg.Store, nil
+			}
+		}
+		break
+	}
+	return filepath.Abs(storeDir(e.opts.dir))
+}

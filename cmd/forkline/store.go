@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+)
+
+// logDir is where the event log of data folder dir lives.
+func logDir(dir string) string { return filepath.Join(dir, "log") }
+
+// storeDir is where the coder agent's dirfs store of data folder dir lives.
+func storeDir(dir string) string { return filepath.Join(dir, "dirfs") }
+
+// openExisting opens the log of the data folder for a command that must not
+// create one: a missing or empty log folder is "not a forkline log".
+func openExisting(dir string) (*pebblestore.Store, error) {
+	ld := logDir(dir)
+	fi, err := os.Stat(ld)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, inputErrorf("%s: not a forkline log (no %s; run forkline demo, or pass --dir)", dir, ld)
+	case err != nil:
+		return nil, inputErrorf("%s: not a forkline log: %v", dir, err)
+	case !fi.IsDir():
+		return nil, inputErrorf("%s: not a forkline log (%s is not a folder)", dir, ld)
+	}
+	entries, err := os.ReadDir(ld)
+	if err != nil {
+		return nil, inputErrorf("%s: not a forkline log: %v", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil, inputErrorf("%s: not a forkline log (%s is empty)", dir, ld)
+	}
+	return openLog(dir)
+}
+
+// openLog opens (creating it if needed) the log of the data folder, with
+// one-line errors for the cases a user can fix.
+func openLog(dir string) (*pebblestore.Store, error) {
+	if fi, err := os.Stat(logDir(dir)); err == nil && !fi.IsDir() {
+		return nil, inputErrorf("%s: not a forkline log (%s is not a folder)", dir, logDir(dir))
+	}
+	s, err := pebblestore.Open(logDir(dir))
+	switch {
+	case errors.Is(err, pebblestore.ErrLocked):
+		return nil, &inputError{fmt.Errorf("%s: the log is in use by another process (%w)", logDir(dir), pebblestore.ErrLocked)}
+	case errors.Is(err, pebblestore.ErrNotALog):
+		return nil, &inputError{fmt.Errorf("%s: not a forkline log (%w)", dir, err)}
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", logDir(dir), err)
+	}
+	return s, nil
+}
+
+// withLog opens the existing log of e's data folder, runs fn and closes it.
+func withLog(e *env, fn func(s *pebblestore.Store) error) error {
+	s, err := openExisting(e.opts.dir)
+	if err != nil {
+		return err
+	}
+	err = fn(s)
+	if cerr := s.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close log: %w", cerr)
+	}
+	return err
+}
+
+// resolve finds the one execution whose ID starts with prefix (hex digits,
+// dashes ignored).
+func resolve(e *env, log eventlog.Log, prefix string) (eventlog.Info, error) {
+	want := strings.ToLower(strings.ReplaceAll(prefix, "-", ""))
+	if want == "" || len(want) > 32 || strings.Trim(want, "0123456789abcdef") != "" {
+		return eventlog.Info{}, inputErrorf("bad id %q: want hex digits of an execution id (a prefix will do)", prefix)
+	}
+	var found []eventlog.Info
+	for info, err := range log.List(e.ctx) {
+		if err != nil {
+			return eventlog.Info{}, fmt.Errorf("list executions: %w", err)
+		}
+		if strings.HasPrefix(hex.EncodeToString(info.ID[:]), want) {
+			found = append(found, info)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return eventlog.Info{}, &inputError{fmt.Errorf("no execution %q in %s (%w)", prefix, e.opts.dir, eventlog.ErrNotFound)}
+	case 1:
+		return found[0], nil
+	}
+	return eventlog.Info{}, inputErrorf("ambiguous id prefix %q: %d executions match; give more digits", prefix, len(found))
+}
+
+// parseSeq parses a seq of an execution whose lineage has events 1..head.
+func parseSeq(s string, info eventlog.Info) (uint64, error) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, inputErrorf("bad seq %q: want a number from 1 to %d", s, info.Head)
+	}
+	if n == 0 || n > info.Head {
+		return 0, inputErrorf("seq %d out of range: execution %s has events 1 to %d", n, info.ID, info.Head)
+	}
+	return n, nil
+}
