@@ -44,7 +44,7 @@ type Error struct {
 	Op   string // "checkpoint", "create", "open", "verify", "delete", "gc", or a file helper's name
 	Ref  string // the checkpoint ref involved, if any
 	Path string // the path inside the workspace, template or store, if any
-	Err  error
+	Err  error  // the cause: a sentinel of this package, a context error, or an IO error
 }
 
 // Error formats as "dirfs: verify checkpoint 3fa…: "a/b.txt": corrupt

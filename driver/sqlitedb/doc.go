@@ -13,7 +13,7 @@
 //	databases/<id>.db       live databases (with their -wal and -shm files); Binding{Database: id}
 //	snapshots/<ref>.db      checkpoints; ref = SHA-256 of the snapshot file, read-only
 //	tmp/                    files being written
-//	lock                    flock: shared by captures and restores, exclusive for Delete
+//	lock                    flock: shared by captures and creations, exclusive for Delete and GC
 //
 // # Checkpoint and restore
 //

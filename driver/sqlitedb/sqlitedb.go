@@ -48,7 +48,7 @@ var ErrDatabaseNotFound = errors.New("sqlitedb: database not found")
 type Error struct {
 	Op  string // "create", "open", "checkpoint", "verify", "delete", …
 	Ref string // the checkpoint ref involved, if any
-	Err error
+	Err error  // the cause: a sentinel of this package, a context error, an IO or SQL error
 }
 
 // Error formats as "sqlitedb: create checkpoint "3fa…": corrupt checkpoint".
@@ -232,9 +232,13 @@ func (d *Driver) Create(ctx context.Context, from string) (*DB, Binding, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, Binding{}, &Error{Op: "create", Ref: from, Err: err}
 	}
+	unlock, err := storefs.Lock(d.lockPath(), false) // GC removes half-made databases
+	if err != nil {
+		return nil, Binding{}, &Error{Op: "create", Ref: from, Err: err}
+	}
+	defer unlock()
 	id := storefs.NewID()
-	tmp := filepath.Join(d.dir("databases"), ".create-"+id+".db")
-	var err error
+	tmp := filepath.Join(d.dir("databases"), createPrefix+id+".db")
 	if from == "" {
 		err = d.createInitial(ctx, tmp)
 	} else {
@@ -284,11 +288,6 @@ func (d *Driver) createInitial(ctx context.Context, path string) error {
 
 // restore copies the snapshot ref to path, checking its hash.
 func (d *Driver) restore(ref, path string) error {
-	unlock, err := storefs.Lock(d.lockPath(), false)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	sum, err := d.copyFile(path, d.snapshot(ref))
 	if errors.Is(err, fs.ErrNotExist) {
 		return unavailable(fmt.Errorf("no such checkpoint: %w", err))
@@ -512,6 +511,48 @@ func (d *Driver) RemoveDatabase(b Binding) error {
 		return &Error{Op: "remove database", Err: fmt.Errorf("%s still exists: %v", b.Database, err)}
 	}
 	return nil
+}
+
+// createPrefix starts the name of a database file being created.
+const createPrefix = ".create-"
+
+// GC removes what interrupted operations left behind: temporary snapshot
+// files in tmp/ and half-created databases. It holds the store's lock
+// exclusively, so checkpoints and creations through any Driver on the store
+// wait for it. It returns how many files it removed.
+func (d *Driver) GC(ctx context.Context) (int, error) {
+	if err := d.ready(); err != nil {
+		return 0, &Error{Op: "gc", Err: err}
+	}
+	unlock, err := storefs.Lock(d.lockPath(), true)
+	if err != nil {
+		return 0, &Error{Op: "gc", Err: err}
+	}
+	defer unlock()
+	removed := 0
+	temps, err := os.ReadDir(d.dir("tmp"))
+	if err != nil {
+		return 0, &Error{Op: "gc", Err: err}
+	}
+	for _, de := range temps {
+		if err := os.Remove(filepath.Join(d.dir("tmp"), de.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, &Error{Op: "gc", Err: err}
+		}
+		removed++
+	}
+	dbs, err := os.ReadDir(d.dir("databases"))
+	if err != nil {
+		return removed, &Error{Op: "gc", Err: err}
+	}
+	for _, de := range dbs {
+		if strings.HasPrefix(de.Name(), createPrefix) {
+			if err := os.Remove(filepath.Join(d.dir("databases"), de.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return removed, &Error{Op: "gc", Err: err}
+			}
+			removed++
+		}
+	}
+	return removed, ctx.Err()
 }
 
 // removeDB removes a database file and its WAL and shared-memory files.

@@ -290,3 +290,34 @@ func TestUncommittedNotCaptured(t *testing.T) {
 		t.Errorf("restored rows = %v, want only the committed one", got)
 	}
 }
+
+func TestGC(t *testing.T) {
+	ctx := context.Background()
+	d := newDriver(t)
+	db, _ := create(t, d, "")
+	if _, err := db.Exec(`INSERT INTO kv VALUES ('a', 'b')`); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := d.Checkpoint(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := sqlitedb.StoreDir(d)
+	// What a crash in the middle of a checkpoint and of a creation leaves.
+	if err := os.WriteFile(filepath.Join(store, "tmp", "x.tmp"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store, "databases", ".create-"+strings.Repeat("1", 32)+".db"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := d.GC(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("GC = %d, %v; want 2 files removed", n, err)
+	}
+	if err := d.Verify(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(t, db.DB); len(got) != 1 {
+		t.Errorf("GC changed the live database: %v", got)
+	}
+}
