@@ -82,6 +82,28 @@ func BenchmarkCapture(b *testing.B) {
 				baseline = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			})
 		}
+		if !noSync {
+			// The first capture through a handle without a file index — a
+			// later dispatch's Open, or a fork's restored workspace — reads
+			// and hashes every file (its blobs are all present already).
+			b.Run(fmt.Sprintf("files=%d/index=cold", files), func(b *testing.B) {
+				b.ReportAllocs()
+				ctx := context.Background()
+				for b.Loop() {
+					o, err := d.Open(ctx, dirfs.Binding{Workspace: w.ID()})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := d.Checkpoint(ctx, o); err != nil {
+						b.Fatal(err)
+					}
+					_ = o.Close()
+				}
+				if baseline > 0 {
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/baseline, "x-fullcopy")
+				}
+			})
+		}
 		name := fmt.Sprintf("files=%d/changed=1", files)
 		if noSync {
 			name += "/sync=false"
