@@ -36,12 +36,10 @@
 // # Choices written down
 //
 // Coverage reads the index states, so it sees what [eventlog.IndexState]
-// keeps: a resource's Latest is its newest checkpoint, whatever its
-// generation. A capture naming an older generation than the resource's
-// current one (the SDK never writes one: a capture is skipped while a step
-// that advances the resource is in flight) therefore hides earlier
-// checkpoints of the current generation, and the resource counts as
-// uncovered until the next checkpoint of its generation.
+// keeps: a resource's Latest is its newest checkpoint. A capture must name
+// the resource's current generation — the SDK takes one only while nothing
+// advances the resource — and a capture of an older generation is rejected
+// as invalid, so it can never hide a checkpoint of the current generation.
 //
 // A checkpoint a fork carried over from its parent keeps the parent's seq as
 // its CapturedAt, which may lie after the fork point (DESIGN §5).

@@ -227,10 +227,10 @@ captured workspace ref=ws-1 gen=2 reason=steps
 	}
 }
 
-// TestStaleCapture pins the choice the package doc writes down: a capture
-// naming an older generation becomes the resource's newest checkpoint and
-// hides an earlier checkpoint of the current generation, for Fold and At
-// alike. DESIGN §5 (a capture records the generation it captured).
+// TestStaleCapture: a capture naming an older generation than the
+// resource's is invalid — accepting it would hide the current generation's
+// checkpoint — and leaves the fold unchanged. DESIGN §5 (a capture records
+// the generation it captured, taken while nothing advances the resource).
 func TestStaleCapture(t *testing.T) {
 	events := parseEvents(t, `
 created agent=coder
@@ -242,25 +242,22 @@ succeeded write_file#1
 captured workspace ref=ws-1 gen=2 reason=steps
 captured workspace ref=ws-stale gen=1 reason=steps
 `)
-	f := foldAll(t, events)
-	cases := []struct {
-		at   uint64
-		want coverage.Selection
-	}{
-		{6, coverage.Selection{Key: "workspace", Ref: "ws-1", CapturedAt: 7, Generation: 2, Covered: true}},
-		{7, coverage.Selection{Key: "workspace", Ref: "ws-1", CapturedAt: 7, Generation: 2, Covered: true}},
-		{8, coverage.Selection{Key: "workspace", Ref: "ws-stale", CapturedAt: 8, Generation: 2}},
+	f := foldAll(t, events[:7])
+	err := f.Apply(events[7])
+	if !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("Apply(stale capture) = %v, want ErrInvalid", err)
 	}
-	for _, c := range cases {
-		p, err := f.Point(c.at)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff([]coverage.Selection{c.want}, p.Resources); diff != "" {
-			t.Errorf("Point(%d) (-want +got):\n%s", c.at, diff)
-		}
+	if f.Head() != 7 {
+		t.Fatalf("head %d after a rejected event", f.Head())
 	}
-	checkAtOnStores(t, nil, events)
+	p, err := f.Point(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []coverage.Selection{{Key: "workspace", Ref: "ws-1", CapturedAt: 7, Generation: 2, Covered: true}}
+	if diff := cmp.Diff(want, p.Resources); diff != "" {
+		t.Errorf("Point(7) (-want +got):\n%s", diff)
+	}
 }
 
 // TestEmptyLineage: without resources every point is covered and has no

@@ -21,7 +21,9 @@ type Checkpoint struct {
 //  2. InFlight lists, sorted, the steps that advanced it and have no terminal
 //     event yet (an orphan stays in flight until it is resolved).
 //  3. Latest is the newest checkpoint at or before Seq; Latest.Generation is
-//     at most Generation.
+//     at most Generation. A resource.captured must name the current
+//     generation (Apply rejects any other), so a checkpoint of the current
+//     generation is never hidden by an older one.
 //
 // The resource is covered after Seq when InFlight is empty and some checkpoint
 // of Generation exists in the lineage — Latest, or one written after Seq
@@ -132,7 +134,12 @@ func (s *IndexState) Apply(ev Event) ([]ResourceState, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: capture of %q, which is not bound", ErrInvalid, p.Key)
 		}
-		if p.Generation == 0 || p.Generation > st.Generation {
+		if p.Generation != st.Generation {
+			// A capture records the generation it captured, and is only
+			// taken (and written) while nothing advances the resource: a
+			// capture of another generation is not one a kernel writes, and
+			// accepting an older one would hide the current generation's
+			// checkpoints.
 			return nil, fmt.Errorf("%w: capture of %q at generation %d, resource is at generation %d",
 				ErrInvalid, p.Key, p.Generation, st.Generation)
 		}
