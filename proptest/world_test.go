@@ -15,8 +15,10 @@ import (
 const worldRounds = 3
 
 // genWorld grows a world with rapid's state machine: every action is a
-// kernel doing one thing (world.Actions), and check, if set, runs after each
-// action and at the start. The world's store is closed when t ends; every
+// kernel doing one thing (world.Actions). After each action (and at the
+// start) the check action compares the generator's books with the model at
+// the head of every execution that grew (checkBooks), then runs check, if
+// set. The world's store is closed when t ends; every
 // lineage the world recorded is checked against the store at the end.
 func genWorld(t *rapid.T, setup func(*World), check func(*rapid.T, *World)) *World {
 	w := NewWorld(t)
@@ -25,8 +27,17 @@ func genWorld(t *rapid.T, setup func(*World), check func(*rapid.T, *World)) *Wor
 		setup(w)
 	}
 	actions := w.Actions()
-	if check != nil {
-		actions[""] = func(t *rapid.T) { check(t, w) }
+	heads := map[*Exec]int{}
+	actions[""] = func(t *rapid.T) {
+		for _, e := range w.Execs {
+			if heads[e] != len(e.Lineage.Events) {
+				heads[e] = len(e.Lineage.Events)
+				checkBooks(t, e)
+			}
+		}
+		if check != nil {
+			check(t, w)
+		}
 	}
 	// Three rounds of rapid's default -rapid.steps (30) actions each: enough
 	// for forks of forks and for forks that run, bind and capture.
@@ -177,4 +188,33 @@ func dump(l Lineage) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// checkBooks is the generator's own invariant: the books it keeps
+// incrementally, as a kernel would, to decide what to write next agree with
+// the model at e's head — each resource's generation, steps in flight,
+// coverage and count. A disagreement means the generator writes histories
+// from a wrong picture of them.
+func checkBooks(t *rapid.T, e *Exec) {
+	events := e.Lineage.Events
+	n := uint64(len(events))
+	pt := PointAt(events, n)
+	if len(pt.Resources) != len(e.k.res) {
+		t.Fatalf("%v: the generator knows %d resources, the model %d\n%s", e, len(e.k.res), len(pt.Resources), dump(e.Lineage))
+	}
+	for _, s := range pt.Resources {
+		r := e.k.res[s.Key]
+		var inflight []string
+		for id := range r.inflight {
+			inflight = append(inflight, id)
+		}
+		slices.Sort(inflight)
+		if r.gen != s.Generation || !slices.Equal(inflight, InFlight(events, s.Key)) ||
+			r.covered != (len(inflight) == 0 && s.Covered) || r.count != CountSince(events, n, s.Key) {
+			t.Fatalf("%v: the generator's books on %s (generation %d, in flight %v, covered %v, count %d) "+
+				"disagree with the model (generation %d, in flight %v, covered %v, count %d)\n%s",
+				e, s.Key, r.gen, inflight, r.covered, r.count,
+				s.Generation, InFlight(events, s.Key), s.Covered, CountSince(events, n, s.Key), dump(e.Lineage))
+		}
+	}
 }
