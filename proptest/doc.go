@@ -22,29 +22,49 @@
 //
 // gen.go grows a [World] — a forest of executions and forks written through
 // an in-memory [pebblestore.Store] — with rapid state-machine actions, each
-// one thing a kernel does: dispatch, bind a resource (Open, create from the
-// initial environment with a baseline, or from a fork's selection), run a
-// tool call or local step (serialized) or LLM calls (concurrent), end a
-// step (succeeded, failed, cancelled; due captures committed with it), crash
-// (leaving orphans whose bodies may have changed their resources), resolve an
-// orphan (safe_to_retry runs again with Attempt+1, at_most_once fails as
+// one thing a kernel does: dispatch (the handler mostly asks for its
+// resources first thing and reaches its orphans soon), bind a resource
+// (Open, create from the initial environment with a baseline, or from a
+// fork's selection), run a tool call or local step (serialized) or LLM calls
+// (concurrent), end a step (succeeded, failed, cancelled; due captures
+// committed with it), crash (leaving orphans whose bodies may have changed
+// their resources), resolve an orphan or a step cancelled in an earlier
+// dispatch (safe_to_retry runs again with Attempt+1, at_most_once fails as
 // indeterminate), deny a call, complete (completion captures of uncovered
 // resources), fail, and fork any execution at any event, forks included.
 // Resources with CoverageReuse only change through the calls that declare
-// them; the others also suffer undeclared changes.
+// them; the others also suffer undeclared changes. The generator keeps a
+// kernel's incremental books to decide what to write; after every action
+// they are checked against the model.
 //
-// Choices the generator makes where DESIGN leaves room: a due capture that
-// another in-flight step blocks is retried at the next counted call of the
-// resource (or at completion), never when the blocking step lands; a fork
-// completes only after it has made every resource it inherited (a kernel
-// cannot capture a resource it has not created); completion does not capture
-// a resource a step (an orphan) is still in flight for.
+// Choices the generator makes where DESIGN leaves room:
+//
+//   - a due capture that another in-flight step blocks is retried at the
+//     resource's next counted call (or at completion), not when the blocking
+//     step lands;
+//   - a fork completes only after it has made every resource it inherited (a
+//     kernel cannot capture a resource it has not created);
+//   - completion does not capture a resource a step (an orphan) is still in
+//     flight for;
+//   - a step cancelled in one dispatch and failed as indeterminate in a later
+//     one counts at both terminal events, as [policy.Counter] counts it.
+//
+// # The properties
+//
+// Each test names the invariant it checks: the meaning of coverage (§8.1 at
+// the model level), selections of every fold and of fork.Create (§8.2), the
+// folds against the model and split anywhere (§8.3), captures and counts
+// against the policy (§8.4), forks of forks (§8.5), immutability of written
+// events (§8.7), the store's index against the model. Hand-written
+// scenarios pin the model itself, and every failure the properties found
+// is kept as a named regression test.
 //
 // # Running longer
 //
-// The defaults keep the package under a couple of minutes with -race on two
-// cores. Use rapid's own flags for more: -rapid.checks=1000 for more
-// worlds, -rapid.steps=100 for bigger ones.
+// The defaults keep the package well under two minutes with -race on two
+// cores. Use rapid's own flags for more: -rapid.checks=1000 for more worlds,
+// -rapid.steps=100 for bigger ones (a world is three rounds of Repeat).
 //
 // [pebblestore.Store]: https://pkg.go.dev/github.com/forkline/forkline/eventlog/pebblestore#Store
+// [policy.Counter]: https://pkg.go.dev/github.com/forkline/forkline/policy#Counter
 package proptest

@@ -721,7 +721,20 @@ func (w *World) actFork(t *rapid.T) {
 	if parent == nil {
 		return
 	}
-	at := rapid.Uint64Range(1, uint64(len(parent.Lineage.Events))).Draw(t, "fork at")
+	// A fork at a step.started (the step in flight, run again by the fork) is
+	// the case §5 singles out: aim at one some of the time.
+	var starts []uint64
+	for _, ev := range parent.Lineage.Events {
+		if ev.Kind() == eventlog.KindStepStarted {
+			starts = append(starts, ev.Seq)
+		}
+	}
+	var at uint64
+	if len(starts) > 0 && rapid.IntRange(0, 3).Draw(t, "fork at a step.started") == 3 {
+		at = rapid.SampledFrom(starts).Draw(t, "fork at")
+	} else {
+		at = rapid.Uint64Range(1, uint64(len(parent.Lineage.Events))).Draw(t, "fork at")
+	}
 	w.ForkAt(t, parent, at)
 }
 

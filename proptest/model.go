@@ -40,9 +40,9 @@ type Point struct {
 	Resources []Selection
 }
 
-// ModelCheckpoint is one checkpoint of one resource the lineage knows of:
+// LineageCheckpoint is one checkpoint of one resource the lineage knows of:
 // a capture, a binding from a ref, or a covered selection a fork carried over.
-type ModelCheckpoint struct {
+type LineageCheckpoint struct {
 	Ref        string
 	CapturedAt uint64 // seq of the event that established Ref (the parent's seq for a carried one)
 	Generation uint64 // the generation whose state Ref holds
@@ -153,23 +153,23 @@ func InFlight(events []eventlog.Event, key string) []string {
 // Checkpoints returns every checkpoint of key recorded in events (a whole
 // lineage), in seq order. The generation of a binding from a ref, or of a
 // selection a fork carried, is key's generation after that event.
-func Checkpoints(events []eventlog.Event, key string) []ModelCheckpoint {
-	var out []ModelCheckpoint
+func Checkpoints(events []eventlog.Event, key string) []LineageCheckpoint {
+	var out []LineageCheckpoint
 	for i, ev := range events {
 		pos := uint64(i + 1)
 		switch p := ev.Data.(type) {
 		case *eventlog.ResourceCaptured:
 			if p.Key == key {
-				out = append(out, ModelCheckpoint{Ref: p.Ref, CapturedAt: pos, Generation: p.Generation, Pos: pos})
+				out = append(out, LineageCheckpoint{Ref: p.Ref, CapturedAt: pos, Generation: p.Generation, Pos: pos})
 			}
 		case *eventlog.ResourceBound:
 			if p.Key == key && p.From != "" {
-				out = append(out, ModelCheckpoint{Ref: p.From, CapturedAt: pos, Generation: Generation(events[:pos], key), Pos: pos})
+				out = append(out, LineageCheckpoint{Ref: p.From, CapturedAt: pos, Generation: Generation(events[:pos], key), Pos: pos})
 			}
 		case *eventlog.ForkCreated:
 			for _, s := range p.Selections {
 				if s.Key == key && s.Covered {
-					out = append(out, ModelCheckpoint{Ref: s.Ref, CapturedAt: s.CapturedAt, Generation: Generation(events[:pos], key), Pos: pos})
+					out = append(out, LineageCheckpoint{Ref: s.Ref, CapturedAt: s.CapturedAt, Generation: Generation(events[:pos], key), Pos: pos})
 				}
 			}
 		}
