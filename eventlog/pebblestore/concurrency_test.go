@@ -12,7 +12,8 @@ import (
 
 // Of two appends racing with the same expected head, exactly one wins and
 // the other gets ErrConflict and writes nothing. Repeated so that both
-// orders and true overlaps happen; run with -race.
+// orders and true overlaps happen; run with -race. DESIGN §7 (ErrConflict),
+// §8.7.
 func TestRacingAppendsOneWins(t *testing.T) {
 	s := openMem(t)
 	ctx := t.Context()
@@ -59,7 +60,8 @@ func TestRacingAppendsOneWins(t *testing.T) {
 }
 
 // Writers that retry on conflict all get their events in, each exactly
-// once, in a dense sequence; readers see a dense prefix meanwhile.
+// once, in a dense sequence; readers see a dense prefix meanwhile. DESIGN
+// §3 (seqs are dense), §8.7.
 func TestConcurrentAppendersRetry(t *testing.T) {
 	s := openMem(t)
 	ctx := t.Context()

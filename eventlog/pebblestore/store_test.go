@@ -322,7 +322,8 @@ func TestBreakReleases(t *testing.T) {
 }
 
 // A store on disk keeps every synced event across Close and Open, and
-// resumes appending (head and index read back from disk).
+// resumes appending (head and index read back from disk). DESIGN §4 (what
+// must be durable when).
 func TestReopen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "log")
 	s, err := pebblestore.Open(dir)
