@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/xml"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -131,6 +134,7 @@ func TestGolden(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t)
 			before := fingerprint(t, f.dir)
 			args := append([]string{"--dir", f.dir}, f.expand(c.args)...)
@@ -222,28 +226,111 @@ func TestNotALog(t *testing.T) {
 	}
 }
 
-// TestLocked: a log another process (here, another open) holds is refused
-// with exit 2, and nothing is written to it.
-func TestLocked(t *testing.T) {
-	f := newFixture(t)
-	s, err := pebblestore.Open(logDir(f.dir), pebblestore.WithoutSync())
-	if err != nil {
-		t.Fatal(err)
+// TestMain lets the test binary act as another process holding a log
+// open: with FORKLINE_TEST_HOLD set to a log folder it opens it, says
+// "ready" and holds it until its stdin closes.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("FORKLINE_TEST_HOLD"); dir != "" {
+		s, err := pebblestore.Open(dir, pebblestore.WithoutSync())
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("ready")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		_ = s.Close()
+		os.Exit(0)
 	}
-	defer s.Close()
-	before := logFingerprint(t, s)
-	for _, cmd := range [][]string{{"ls"}, {"fork", f.ids["A"].String(), "3"}, {"demo"}} {
-		stdout, stderr, code := runCLI(t, append([]string{"--dir", f.dir}, cmd...)...)
-		if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "in use by another process") {
-			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line saying the log is in use", cmd, code, stdout, stderr)
+	os.Exit(m.Run())
+}
+
+// TestDemoRefusesForeignLog: the demo creates a log where there is none,
+// but never in a folder that holds something else.
+func TestDemoRefusesForeignLog(t *testing.T) {
+	t.Setenv("LLM_MODEL", "")
+	for name, setup := range map[string]func(t *testing.T, dir string){
+		"foreign":  func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "log", "notes.txt"), "mine") },
+		"log_file": func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "log"), "not a folder") },
+		"dir_file": func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "data"), "not a folder") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			setup(t, root)
+			dir := root
+			if name == "dir_file" {
+				dir = filepath.Join(root, "data")
+			}
+			before := listAll2(t, root)
+			stdout, stderr, code := runCLI(t, "--dir", dir, "demo")
+			if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line", code, stdout, stderr)
+			}
+			if after := listAll2(t, root); !cmp.Equal(before, after) {
+				t.Fatalf("the folder changed:\n%s", cmp.Diff(before, after))
+			}
+		})
+	}
+}
+
+// TestLocked: a log that another process (or another open in this one)
+// holds is refused with exit 2 and one line, and nothing is written.
+func TestLocked(t *testing.T) {
+	check := func(t *testing.T, f *fixture) {
+		t.Helper()
+		for _, cmd := range [][]string{{"ls"}, {"fork", f.ids["A"].String(), "3"}, {"demo"}} {
+			stdout, stderr, code := runCLI(t, append([]string{"--dir", f.dir}, cmd...)...)
+			if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "in use by another process") {
+				t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line saying the log is in use", cmd, code, stdout, stderr)
+			}
+		}
+		if _, err := os.Stat(storeDir(f.dir)); !os.IsNotExist(err) {
+			t.Fatalf("demo on a locked log created %s (%v)", storeDir(f.dir), err)
 		}
 	}
-	if after := logFingerprint(t, s); after != before {
-		t.Fatalf("the log changed:\n%s", cmp.Diff(before, after))
-	}
-	if _, err := os.Stat(storeDir(f.dir)); !os.IsNotExist(err) {
-		t.Fatalf("demo on a locked log created %s (%v)", storeDir(f.dir), err)
-	}
+	t.Run("other_process", func(t *testing.T) {
+		f := newFixture(t)
+		before := fingerprint(t, f.dir)
+		holder := exec.Command(os.Args[0], "-test.run=^$")
+		holder.Env = append(os.Environ(), "FORKLINE_TEST_HOLD="+logDir(f.dir))
+		stdin, err := holder.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := holder.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || line != "ready\n" {
+			_ = stdin.Close()
+			_ = holder.Wait()
+			t.Fatalf("holder: %q, %v", line, err)
+		}
+		check(t, f)
+		_ = stdin.Close()
+		if err := holder.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if after := fingerprint(t, f.dir); after != before {
+			t.Fatalf("the log changed:\n%s", cmp.Diff(before, after))
+		}
+	})
+	t.Run("same_process", func(t *testing.T) {
+		f := newFixture(t)
+		s, err := pebblestore.Open(logDir(f.dir), pebblestore.WithoutSync())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		before := logFingerprint(t, s)
+		check(t, f)
+		if after := logFingerprint(t, s); after != before {
+			t.Fatalf("the log changed:\n%s", cmp.Diff(before, after))
+		}
+	})
 }
 
 // TestProgress: with --progress a scan reports on stderr every
@@ -261,6 +348,43 @@ func TestProgress(t *testing.T) {
 	_, stderr, code = runCLI(t, "--dir", f.dir, "events", f.ids["A"].String())
 	if code != 0 || stderr != "" {
 		t.Fatalf("without --progress: exit %d, stderr %q; want nothing", code, stderr)
+	}
+	progressEvery = 2
+	_, stderr, code = runCLI(t, "--dir", f.dir, "ls", "--progress")
+	if want := "\rlisting: 2 executions\rlisting: 4 executions\rlisting: 5 executions, done\n"; code != 0 || stderr != want {
+		t.Fatalf("ls: exit %d, stderr %q; want %q", code, stderr, want)
+	}
+}
+
+// TestShowAgreesWithCoverage: show answers coverage from the store's index
+// (coverage.At), coverage from a fold of the lineage; for every event of
+// every fixture execution they must agree (DESIGN §8.3: the folds are
+// pure and incremental, and the index answers as the fold does).
+func TestShowAgreesWithCoverage(t *testing.T) {
+	f := newFixture(t)
+	for _, n := range f.names {
+		stdout, stderr, code := runCLI(t, "--dir", f.dir, "--json", "coverage", f.ids[n].String())
+		if code != 0 {
+			t.Fatalf("coverage %s: exit %d: %s", n, code, stderr)
+		}
+		var all struct{ Points []pointJSON }
+		if err := json.Unmarshal([]byte(stdout), &all); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range all.Points {
+			stdout, stderr, code := runCLI(t, "--dir", f.dir, "--json", "show", f.ids[n].String(), fmt.Sprint(want.Seq))
+			if code != 0 {
+				t.Fatalf("show %s %d: exit %d: %s", n, want.Seq, code, stderr)
+			}
+			var got struct{ Coverage pointJSON }
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+				t.Fatal(err)
+			}
+			want.Kind = ""
+			if diff := cmp.Diff(want, got.Coverage); diff != "" {
+				t.Errorf("%s seq %d: show's coverage differs from coverage's (-coverage +show):\n%s", n, want.Seq, diff)
+			}
+		}
 	}
 }
 
@@ -358,9 +482,11 @@ func TestTimelineHTML(t *testing.T) {
 	}
 }
 
-// longLineage is a coder-like lineage of about n events: tool writes that
-// affect a workspace with a capture after every fifth.
-func longLineage(t testing.TB, n int) *lineage {
+// coderLineage is the shape of the coder agent's lineage without its LLM
+// calls: a workspace bound with EverySteps(every) and its baseline, then
+// writes write_file calls with a capture after every every-th, and a
+// completion capture when the last write left the workspace uncovered.
+func coderLineage(t testing.TB, writes, every int) *lineage {
 	t.Helper()
 	id := eventlog.NewID()
 	l := &lineage{info: eventlog.Info{ID: id, Agent: "coder"}, cov: coverage.New(), steps: stepIndex{}}
@@ -372,23 +498,60 @@ func longLineage(t testing.TB, n int) *lineage {
 		l.steps.add(ev)
 		l.events = append(l.events, ev)
 	}
+	capture := func(reason eventlog.CaptureReason) {
+		st, _ := l.cov.State("workspace")
+		push(&eventlog.ResourceCaptured{Key: "workspace", Ref: fmt.Sprintf("ref-%d", len(l.events)+1), Generation: st.Generation, Reason: reason})
+	}
 	push(&eventlog.ExecutionCreated{Agent: "coder"})
 	push(&eventlog.DispatchStarted{Dispatch: 1})
-	push(&eventlog.ResourceBound{Key: "workspace", DriverID: "d", Binding: js(map[string]string{}), EverySteps: 5, OnCompletion: true})
-	push(&eventlog.ResourceCaptured{Key: "workspace", Ref: "ref-0", Generation: 1, Reason: eventlog.CaptureBaseline})
-	for k := 1; len(l.events) < n-2; k++ {
+	push(&eventlog.ResourceBound{Key: "workspace", DriverID: "d", Binding: js(map[string]string{}), EverySteps: every, OnCompletion: true})
+	capture(eventlog.CaptureBaseline)
+	for k := 1; k <= writes; k++ {
 		sid := fmt.Sprintf("w%d", k)
-		push(&eventlog.StepStarted{StepID: sid, StepKind: eventlog.StepTool, Target: "write_file", Args: js(map[string]int{"n": k}),
+		push(&eventlog.StepStarted{StepID: sid, StepKind: eventlog.StepTool, Target: "write_file",
+			Args:      js(map[string]string{"path": fmt.Sprintf("f%d.txt", k), "content": fmt.Sprint(k)}),
 			Resources: []string{"workspace"}, Idempotency: eventlog.SafeToRetry, Attempt: 1})
 		push(&eventlog.StepSucceeded{StepID: sid, Result: js("ok")})
-		if k%5 == 0 {
-			st, _ := l.cov.State("workspace")
-			push(&eventlog.ResourceCaptured{Key: "workspace", Ref: fmt.Sprintf("ref-%d", k), Generation: st.Generation, Reason: eventlog.CaptureSteps})
+		if k%every == 0 {
+			capture(eventlog.CaptureSteps)
 		}
+	}
+	if writes%every != 0 {
+		capture(eventlog.CaptureCompletion)
 	}
 	push(&eventlog.ExecutionCompleted{})
 	l.info.Head = uint64(len(l.events))
 	return l
+}
+
+// longLineage is a coder-like lineage of about n events.
+func longLineage(t testing.TB, n int) *lineage {
+	return coderLineage(t, (n-6)*5/11, 5)
+}
+
+// TestPickForkPoints: the demo forks at the capture after the fifth write
+// (covered) and at the outcome of the next write (uncovered); with fewer
+// writes than the policy's five, at the completion capture and at the
+// first write's outcome.
+func TestPickForkPoints(t *testing.T) {
+	for _, c := range []struct {
+		writes             int
+		covered, uncovered uint64
+	}{
+		// 1 created, 2 dispatch, 3 bound, 4 baseline, writes at 5-6, 7-8, …,
+		// the fifth's outcome at 14 and its capture at 15, the sixth at 16-17.
+		{writes: 8, covered: 15, uncovered: 17},
+		{writes: 5, covered: 15, uncovered: 6},
+		// No steps capture: the completion capture at 11 after three writes.
+		{writes: 3, covered: 11, uncovered: 6},
+		{writes: 0, covered: 0, uncovered: 0},
+	} {
+		l := coderLineage(t, c.writes, 5)
+		cov, unc, err := pickForkPoints(l)
+		if err != nil || cov != c.covered || unc != c.uncovered {
+			t.Errorf("%d writes: picked covered %d, uncovered %d (%v); want %d and %d", c.writes, cov, unc, err, c.covered, c.uncovered)
+		}
+	}
 }
 
 // TestTimelineScales: a long lineage gets a wider picture, not a cramped

@@ -211,22 +211,25 @@ func pickForkPoints(l *lineage) (covered, uncovered uint64, err error) {
 	if covered == 0 {
 		covered = fallback
 	}
-	for _, w := range writes(l, l.info.Head) {
-		if w.started > covered {
-			if ok, err := isCovered(w.done); err != nil {
-				return 0, 0, err
-			} else if !ok {
-				return covered, w.done, nil
+	// Prefer a write after the covered point, then any write, then any
+	// event: a real model may write fewer than five files.
+	ws := writes(l, l.info.Head)
+	for _, after := range []uint64{covered, 0} {
+		for _, w := range ws {
+			if w.started > after {
+				if ok, err := isCovered(w.done); err != nil {
+					return 0, 0, err
+				} else if !ok {
+					return covered, w.done, nil
+				}
 			}
 		}
 	}
 	for _, ev := range l.events {
-		if ev.Seq > covered {
-			if ok, err := isCovered(ev.Seq); err != nil {
-				return 0, 0, err
-			} else if !ok {
-				return covered, ev.Seq, nil
-			}
+		if ok, err := isCovered(ev.Seq); err != nil {
+			return 0, 0, err
+		} else if !ok {
+			return covered, ev.Seq, nil
 		}
 	}
 	return covered, 0, nil

@@ -15,6 +15,8 @@ import (
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/examples/coder"
+	"github.com/forkline/forkline/internal/scriptedmodel"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -384,5 +386,33 @@ func TestRunFork(t *testing.T) {
 	}
 	if again := readDemoLog(t, dir); len(again[len(again)-1].events) != len(x.events) {
 		t.Fatalf("running a completed fork appended events")
+	}
+}
+
+// TestDemoRealModel: with LLM_MODEL and OPENAI_BASE_URL set, the demo calls
+// that endpoint instead of its own scripted model, and says so. The
+// endpoint here is the scripted model served by the test, so the run is
+// still deterministic.
+func TestDemoRealModel(t *testing.T) {
+	m := coder.Script()
+	base, stop, err := scriptedmodel.Serve(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	t.Setenv("LLM_MODEL", coder.ScriptedName)
+	t.Setenv("OPENAI_BASE_URL", base)
+	t.Setenv("OPENAI_API_KEY", "test-key")
+	dir := t.TempDir()
+	stdout, stderr, code := runCLI(t, "--dir", dir, "demo")
+	if code != 0 {
+		t.Fatalf("demo: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	if !strings.Contains(stdout, "real model \""+coder.ScriptedName+"\" at "+base) || strings.Contains(stdout, "built-in scripted model") {
+		t.Fatalf("the demo does not say it used the configured model:\n%s", stdout)
+	}
+	// The parent's 12 turns, the covered fork's 5 and the uncovered fork's 4.
+	if n := m.Requests(); n != 12+5+4 {
+		t.Fatalf("the configured endpoint answered %d requests, want 21", n)
 	}
 }

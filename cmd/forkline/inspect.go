@@ -58,10 +58,13 @@ type listing struct {
 // listAll describes every execution, in creation order.
 func listAll(e *env, log eventlog.Log) ([]*listing, error) {
 	var out []*listing
+	p := newProgress(e, "listing", "executions")
+	defer p.done()
 	for info, err := range log.List(e.ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("list executions: %w", err)
 		}
+		p.tick()
 		st, err := statusOf(e, log, info)
 		if err != nil {
 			return nil, err
@@ -188,7 +191,7 @@ func readLineage(e *env, log eventlog.Log, info eventlog.Info, upTo uint64) (*li
 		upTo = info.Head
 	}
 	l := &lineage{info: info, cov: coverage.New(), steps: stepIndex{}}
-	p := newProgress(e, "reading "+info.ID.String())
+	p := newProgress(e, "reading "+info.ID.String(), "events")
 	defer p.done()
 	for ev, err := range log.Events(e.ctx, info.ID, 1) {
 		if err != nil {

@@ -6,8 +6,8 @@ import (
 	"os"
 )
 
-// progressEvery is how many events a scan reads between two updates of its
-// progress line.
+// progressEvery is how many events (or executions) a scan reads between
+// two updates of its progress line.
 var progressEvery uint64 = 10000
 
 // progress is the line a long scan keeps updated on stderr. It is shown
@@ -16,31 +16,32 @@ var progressEvery uint64 = 10000
 type progress struct {
 	w     io.Writer
 	label string
+	unit  string // what is counted, e.g. "events"
 	n     uint64
 	shown bool
 }
 
-func newProgress(e *env, label string) *progress {
+func newProgress(e *env, label, unit string) *progress {
 	if !e.opts.progress && !isTerminal(e.stderr) {
 		return &progress{}
 	}
-	return &progress{w: e.stderr, label: label}
+	return &progress{w: e.stderr, label: label, unit: unit}
 }
 
-// tick counts one event read.
+// tick counts one more thing read.
 func (p *progress) tick() {
 	p.n++
 	if p.w == nil || p.n%progressEvery != 0 {
 		return
 	}
-	fmt.Fprintf(p.w, "\r%s: %d events", p.label, p.n)
+	fmt.Fprintf(p.w, "\r%s: %d %s", p.label, p.n, p.unit)
 	p.shown = true
 }
 
-// done clears the progress line, if one was shown.
+// done ends the progress line with the final count, if one was shown.
 func (p *progress) done() {
 	if p.shown {
-		fmt.Fprintf(p.w, "\r%s: %d events, done\n", p.label, p.n)
+		fmt.Fprintf(p.w, "\r%s: %d %s, done\n", p.label, p.n, p.unit)
 		p.shown = false
 	}
 }
