@@ -75,6 +75,9 @@ func TestForkSelectsAsDesigned(t *testing.T) {
 					t.Fatalf("%v was not made by fork.Create", e)
 				}
 			}
+			// The forks fork.Create made restore sound states too (§8.1 at
+			// the model level, on lineages whose fork.created it wrote).
+			checkCoverageMeaning(t, w, e)
 			f, err := coverage.FoldEvents(w.Store.Events(ctx, e.ID, 1))
 			if err != nil {
 				t.Fatalf("%v: coverage fold: %v", e, err)
