@@ -48,10 +48,14 @@ type Store struct {
 	write *pebble.WriteOptions
 	dir   string
 
-	// life guards the DB against Close: every operation holds it shared.
+	// life guards the DB against Close: every operation is counted in
+	// active while it runs; once closing is set, new operations fail with
+	// ErrClosed at once (so a call made inside an iteration while Close
+	// waits fails instead of blocking), and Close waits for the running ones.
 	life struct {
-		sync.RWMutex
-		closed bool
+		sync.Mutex
+		closing bool
+		active  sync.WaitGroup
 	}
 	mu struct {
 		sync.Mutex
@@ -174,33 +178,41 @@ func (s *Store) checkFormat() error {
 	return nil
 }
 
-// Close closes the log. Operations still running finish first.
+// Close closes the log. Operations still running finish first; operations
+// started after Close began fail with an error wrapping eventlog.ErrClosed.
+// Close must not be called from inside a loop over Events, List or
+// ResourceHistory of the same store: it would wait for that loop.
 func (s *Store) Close() error {
 	s.life.Lock()
-	defer s.life.Unlock()
-	if s.life.closed {
+	if s.life.closing {
+		s.life.Unlock()
 		return eventlog.ErrClosed
 	}
-	s.life.closed = true
+	s.life.closing = true
+	s.life.Unlock()
+	s.life.active.Wait()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
 	}
 	return nil
 }
 
-// enter takes the shared life lock; the caller must call s.life.RUnlock.
+// enter counts an operation in; the caller must call s.leave when done.
 func (s *Store) enter(ctx context.Context) error {
-	s.life.RLock()
-	if s.life.closed {
-		s.life.RUnlock()
-		return eventlog.ErrClosed
-	}
 	if err := ctx.Err(); err != nil {
-		s.life.RUnlock()
 		return err
 	}
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.life.closing {
+		return eventlog.ErrClosed
+	}
+	s.life.active.Add(1)
 	return nil
 }
+
+// leave counts an operation out.
+func (s *Store) leave() { s.life.active.Done() }
 
 // Create implements eventlog.Log.
 func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time) (eventlog.ID, error) {
@@ -218,7 +230,7 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	if err := s.enter(ctx); err != nil {
 		return eventlog.ID{}, err
 	}
-	defer s.life.RUnlock()
+	defer s.leave()
 	id := eventlog.NewID()
 	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at)})
 	if err != nil {
@@ -235,7 +247,7 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 }
 
 // execution returns the cached state of id, reading its header and those of
-// its ancestors on first use. The caller holds the life lock.
+// its ancestors on first use. The caller has entered.
 func (s *Store) execution(id eventlog.ID) (*execution, error) {
 	return s.executionBelow(id, nil)
 }
@@ -352,7 +364,7 @@ func (s *Store) Head(ctx context.Context, id eventlog.ID) (uint64, error) {
 	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
-	defer s.life.RUnlock()
+	defer s.leave()
 	e, err := s.execution(id)
 	if err != nil {
 		return 0, err
@@ -374,7 +386,7 @@ func (s *Store) Info(ctx context.Context, id eventlog.ID) (eventlog.Info, error)
 	if err := s.enter(ctx); err != nil {
 		return eventlog.Info{}, err
 	}
-	defer s.life.RUnlock()
+	defer s.leave()
 	e, err := s.execution(id)
 	if err != nil {
 		return eventlog.Info{}, err
@@ -397,7 +409,7 @@ func (s *Store) List(ctx context.Context) iter.Seq2[eventlog.Info, error] {
 			if err := s.enter(ctx); err != nil {
 				return err
 			}
-			defer s.life.RUnlock()
+			defer s.leave()
 			it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagHeader}, UpperBound: []byte{tagHeader + 1}})
 			if err != nil {
 				return fmt.Errorf("pebblestore: list: %w", err)
@@ -450,7 +462,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
-	defer s.life.RUnlock()
+	defer s.leave()
 	e, err := s.execution(id)
 	if err != nil {
 		return 0, err
@@ -550,7 +562,7 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err := s.enter(ctx); err != nil {
 		return eventlog.ID{}, err
 	}
-	defer s.life.RUnlock()
+	defer s.leave()
 	p, err := s.execution(parent)
 	if err != nil {
 		return eventlog.ID{}, err
@@ -597,7 +609,7 @@ func (s *Store) Events(ctx context.Context, id eventlog.ID, from uint64) iter.Se
 			yield(eventlog.Event{}, err)
 			return
 		}
-		defer s.life.RUnlock()
+		defer s.leave()
 		e, err := s.execution(id)
 		if err != nil {
 			yield(eventlog.Event{}, err)
@@ -673,7 +685,7 @@ func (s *Store) ResourceStates(ctx context.Context, id eventlog.ID, at uint64) (
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
-	defer s.life.RUnlock()
+	defer s.leave()
 	e, err := s.execution(id)
 	if err != nil {
 		return nil, err
@@ -735,7 +747,7 @@ func (s *Store) ResourceHistory(ctx context.Context, id eventlog.ID, key string,
 			yield(eventlog.ResourceState{}, err)
 			return
 		}
-		defer s.life.RUnlock()
+		defer s.leave()
 		e, err := s.execution(id)
 		if err != nil {
 			yield(eventlog.ResourceState{}, err)
