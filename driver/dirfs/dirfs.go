@@ -206,8 +206,8 @@ func (d *Driver) Open(ctx context.Context, b Binding) (*Workspace, error) {
 // documentation for what is captured and how a capture stays atomic and
 // incremental. w stays usable.
 func (d *Driver) Checkpoint(ctx context.Context, w *Workspace) (string, error) {
-	if w == nil {
-		return "", &Error{Op: "checkpoint", Err: errors.New("nil workspace")}
+	if w == nil || w.root == nil {
+		return "", &Error{Op: "checkpoint", Err: errNoHandle}
 	}
 	if err := d.ready(); err != nil {
 		return "", &Error{Op: "checkpoint", Err: err}
@@ -256,6 +256,9 @@ func (d *Driver) syncDir(dir string) error {
 	}
 	return storefs.SyncDir(dir)
 }
+
+// errNoHandle is the error for a nil or zero Workspace.
+var errNoHandle = errors.New("workspace handle not made by Create or Open")
 
 // unavailable marks err as a checkpoint that cannot be restored.
 func unavailable(err error) error {

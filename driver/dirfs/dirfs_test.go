@@ -670,3 +670,22 @@ func TestClosedHandle(t *testing.T) {
 	}
 	expectRestores(t, d, ref, map[string]node{"f": {Kind: 'f', Mode: 0o644 &^ currentUmask(t), Data: "x"}})
 }
+
+// TestZeroWorkspace: a Workspace not made by Create or Open is refused,
+// not a panic.
+func TestZeroWorkspace(t *testing.T) {
+	d := newDriver(t)
+	var w dirfs.Workspace
+	if _, err := d.Checkpoint(context.Background(), &w); err == nil {
+		t.Error("Checkpoint of a zero Workspace succeeded")
+	}
+	if _, err := w.ReadFile("x"); err == nil {
+		t.Error("ReadFile on a zero Workspace succeeded")
+	}
+	if err := w.WriteFile("x", nil); err == nil {
+		t.Error("WriteFile on a zero Workspace succeeded")
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("Close of a zero Workspace = %v", err)
+	}
+}

@@ -59,7 +59,12 @@ func (w *Workspace) FS() fs.FS { return w.root.FS() }
 // (reach it again with [Driver.Open]); the handle's file helpers and a
 // Checkpoint of it fail afterwards. Checkpoints already taken are not
 // affected.
-func (w *Workspace) Close() error { return w.root.Close() }
+func (w *Workspace) Close() error {
+	if w == nil || w.root == nil {
+		return nil
+	}
+	return w.root.Close()
+}
 
 // ReadFile returns the contents of the file name.
 func (w *Workspace) ReadFile(name string) ([]byte, error) {
@@ -198,6 +203,9 @@ func (w *Workspace) ReadDir(name string) ([]fs.DirEntry, error) {
 // local checks that name stays inside the workspace lexically and returns
 // it in OS form.
 func (w *Workspace) local(op, name string) (string, error) {
+	if w == nil || w.root == nil {
+		return "", &Error{Op: op, Path: name, Err: errNoHandle}
+	}
 	if name == "" {
 		return "", &Error{Op: op, Err: fmt.Errorf("%w: empty path", fs.ErrInvalid)}
 	}
