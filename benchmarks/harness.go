@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"time"
 )
@@ -237,7 +238,13 @@ func (e *env) interleave(cs ...contestant) ([][]float64, float64, error) {
 			slices.Reverse(order)
 		}
 		for _, i := range order {
-			r, err := measure(e.ctx, e.cfg.Duration, cs[i].op)
+			var r float64
+			var err error
+			// The label lets a CPU profile of the run be cut by contestant:
+			// go tool pprof -tagfocus 'contestant=forkline Run' ….
+			pprof.Do(e.ctx, pprof.Labels("contestant", cs[i].name), func(ctx context.Context) {
+				r, err = measure(ctx, e.cfg.Duration, cs[i].op)
+			})
 			if err != nil {
 				return nil, 0, fmt.Errorf("%s: %w", cs[i].name, err)
 			}

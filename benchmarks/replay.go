@@ -198,6 +198,7 @@ func scaled(xs []float64, f float64) []float64 {
 type memoryFigures struct {
 	events int
 	peak   uint64 // peak live heap during Run, above the heap before it
+	end    uint64 // live heap when the handler returned, above the heap before Run
 	fold   uint64 // live heap of the three folds of the lineage
 }
 
@@ -297,6 +298,9 @@ func measureMemory(ctx context.Context, dir string, events int) (memoryFigures, 
 	if peak := max(sampled, atEnd); peak > base {
 		m.peak = peak - base
 	}
+	if atEnd > base {
+		m.end = atEnd - base
+	}
 	return m, nil
 }
 
@@ -313,7 +317,7 @@ func runMemory(e *env) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.logf("   %d events: peak %s B, folds %s B", m.events, thousands(int64(m.peak)), thousands(int64(m.fold)))
+		e.logf("   %d events: peak %s B, at the end %s B, folds %s B", m.events, thousands(int64(m.peak)), thousands(int64(m.end)), thousands(int64(m.fold)))
 		figs = append(figs, m)
 	}
 	small, large := figs[0], figs[1]
@@ -330,8 +334,8 @@ func runMemory(e *env) ([]Row, error) {
 		fmt.Sprintf("ReplayMemory/events=%d", large.events), fl, base, fl.Value/base.Value, "peak/folds",
 		"beyond the folds: flat in N", nil, load)
 	row.Met = &flat
-	row.Note = fmt.Sprintf("Peak live heap %s MB at %s events and %s MB at %s events; the folds hold %s MB and %s MB; beyond them Run held %s MB and %s MB (%.0f and %.0f B/event). Rounds list the small size, then the large.",
-		mb(small.peak), thousands(int64(small.events)), mb(large.peak), thousands(int64(large.events)),
+	row.Note = fmt.Sprintf("Peak live heap %s MB at %s events and %s MB at %s events (when the handler returned: %s MB and %s MB); the folds hold %s MB and %s MB; beyond them Run held %s MB and %s MB at the peak (%.0f and %.0f B/event). Rounds list the small size, then the large.",
+		mb(small.peak), thousands(int64(small.events)), mb(large.peak), thousands(int64(large.events)), mb(small.end), mb(large.end),
 		mb(small.fold), mb(large.fold), mb(small.extra()), mb(large.extra()),
 		perEvent(small.extra(), small.events), perEvent(large.extra(), large.events))
 	return []Row{row}, nil
