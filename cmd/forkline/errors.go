@@ -15,8 +15,14 @@ var errInput = errors.New("bad input")
 // inputError is bad input; its message is the whole line.
 type inputError struct{ err error }
 
-func (e *inputError) Error() string        { return e.err.Error() }
-func (e *inputError) Unwrap() error        { return e.err }
+// Error returns the message.
+func (e *inputError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error it wraps, so that errors.Is sees a sentinel
+// such as eventlog.ErrNotFound.
+func (e *inputError) Unwrap() error { return e.err }
+
+// Is reports whether target is errInput.
 func (e *inputError) Is(target error) bool { return target == errInput }
 
 // inputErrorf returns bad input with a formatted message (%w wraps).

@@ -28,17 +28,22 @@ func statusOf(e *env, log eventlog.Log, info eventlog.Info) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("execution %s: %w", info.ID, err)
 		}
-		switch ev.Data.(type) {
-		case *eventlog.ExecutionCompleted:
-			return statusCompleted, nil
-		case *eventlog.ExecutionFailed:
-			return statusFailed, nil
-		case *eventlog.ExecutionCreated, *eventlog.ForkCreated:
-			return statusCreated, nil
-		}
-		return statusUnfinished, nil
+		return statusAfter(ev), nil
 	}
 	return statusUnfinished, nil
+}
+
+// statusAfter is the status of an execution whose newest event is ev.
+func statusAfter(ev eventlog.Event) string {
+	switch ev.Data.(type) {
+	case *eventlog.ExecutionCompleted:
+		return statusCompleted
+	case *eventlog.ExecutionFailed:
+		return statusFailed
+	case *eventlog.ExecutionCreated, *eventlog.ForkCreated:
+		return statusCreated
+	}
+	return statusUnfinished
 }
 
 // listing is one execution in ls, tree and the timeline's forks.
@@ -274,15 +279,7 @@ func (l *lineage) status() string {
 	if len(l.events) == 0 {
 		return statusUnfinished
 	}
-	switch l.events[len(l.events)-1].Data.(type) {
-	case *eventlog.ExecutionCompleted:
-		return statusCompleted
-	case *eventlog.ExecutionFailed:
-		return statusFailed
-	case *eventlog.ExecutionCreated, *eventlog.ForkCreated:
-		return statusCreated
-	}
-	return statusUnfinished
+	return statusAfter(l.events[len(l.events)-1])
 }
 
 // selectionJSON is one coverage.Selection in --json output.
@@ -418,8 +415,12 @@ func writePoint(w io.Writer, p coverage.Point, what string) error {
 				un = append(un, s.Key)
 			}
 		}
-		fmt.Fprintf(w, "%s is uncovered: %s restore%s an earlier state (recorded results after it replay without their changes)\n",
-			what, strings.Join(un, ", "), map[bool]string{true: "", false: "s"}[len(un) > 1])
+		verb := "restores"
+		if len(un) > 1 {
+			verb = "restore"
+		}
+		fmt.Fprintf(w, "%s is uncovered: %s %s an earlier state (recorded results after it replay without their changes)\n",
+			what, strings.Join(un, ", "), verb)
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "RESOURCE\tRESTORES\tCAPTURED AT\tGENERATION\tCOVERED")
@@ -428,7 +429,11 @@ func writePoint(w io.Writer, p coverage.Point, what string) error {
 		if ref == "" {
 			ref = "initial environment"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Key, ref, s.CapturedAt, s.Generation, map[bool]string{true: "yes", false: "no"}[s.Covered])
+		covered := "no"
+		if s.Covered {
+			covered = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Key, ref, s.CapturedAt, s.Generation, covered)
 	}
 	return tw.Flush()
 }

@@ -46,7 +46,8 @@ const (
 	tlCharWidth = 7.6 // of the 12px monospace labels (a little over), for fitting them
 )
 
-// The template's data.
+// The template's data: every coordinate is computed here, so that the
+// template only places elements.
 type (
 	tlPage struct {
 		Title     string
@@ -122,8 +123,8 @@ type (
 	}
 )
 
-// timelineData lays out the page of lineage l; forks are the executions
-// forked from it, each with its own events.
+// timelineFork is a fork of the execution a timeline shows, with the
+// events it has of its own.
 type timelineFork struct {
 	info   eventlog.Info
 	status string
@@ -175,7 +176,10 @@ func writeTimelineFile(e *env, log eventlog.Log, file string, l *lineage) error 
 			}
 			f.own = append(f.own, ev)
 		}
-		f.status = (&lineage{events: f.own}).status()
+		f.status = statusCreated
+		if len(f.own) > 0 {
+			f.status = statusAfter(f.own[len(f.own)-1])
+		}
 		forks = append(forks, f)
 	}
 	page, err := timelineData(l, forks)
@@ -188,6 +192,7 @@ func writeTimelineFile(e *env, log eventlog.Log, file string, l *lineage) error 
 	}
 	tmp := file + ".tmp"
 	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		_ = os.Remove(tmp)
 		return err
 	}
 	if err := os.Rename(tmp, file); err != nil {
@@ -228,6 +233,10 @@ func isLLM(ev eventlog.Event, steps stepIndex) bool {
 	return s != nil && s.StepKind == eventlog.StepLLM
 }
 
+// timelineData lays out the page of lineage l: its events along a line on
+// a seq scale, a lane of coverage windows per resource, and forks (the
+// executions forked from it) branching off above at their fork points,
+// their own events on the same scale.
 func timelineData(l *lineage, forks []timelineFork) (*tlPage, error) {
 	n := uint64(len(l.events))
 	maxSeq := n
