@@ -253,7 +253,7 @@ func runAppend(e *env) ([]Row, error) {
 			target, check = "≥ 10", atLeast(10)
 		}
 		row := rowOf(ids[1], "durable append, "+label+", vs SQLite", bench, f, q, f.Value/q.Value, "forkline/SQLite", target, check, load)
-		row.Note = "One event of 163 bytes per synced append; SQLite gets one database/sql connection, writers queue for it."
+		row.Note = fmt.Sprintf("One event (a %d-byte record) per synced append; SQLite gets one database/sql connection, writers queue for it.", len(s.rec))
 		rows = append(rows, row)
 	}
 	return rows, nil
