@@ -20,8 +20,10 @@ import (
 //
 // The step's target is the request body's "model" field when the body is a
 // JSON object that has one, else host+path; its identity is computed over
-// the method, the URL and the canonical form of the body, never the headers,
-// so credentials in headers are neither recorded nor part of identity.
+// the target, the method, the path and query, and the canonical form of the
+// body — never the headers, so credentials in headers are neither recorded
+// nor part of identity, and never the scheme and host of a model request, so
+// a recorded conversation replays through another base URL.
 // Responses are read whole before they are recorded: a streamed response
 // arrives all at once.
 func Transport(base http.RoundTripper) http.RoundTripper {
@@ -36,7 +38,7 @@ type transport struct{ base http.RoundTripper }
 // llmArgs is what an llm step records as its args.
 type llmArgs struct {
 	Method string          `json:"method"`
-	URL    string          `json:"url"`
+	URL    string          `json:"url"` // path and query
 	Body   json.RawMessage `json:"body,omitempty"` // canonical JSON, when the body is JSON
 	Raw    []byte          `json:"raw,omitempty"`  // the body, when it is not
 }
@@ -62,7 +64,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("sdk: transport: read request body: %w", err)
 		}
 	}
-	args := llmArgs{Method: req.Method, URL: req.URL.String()}
+	// The endpoint's scheme and host are left out of identity: the same
+	// conversation sent to the same API through another base URL (a new
+	// port, a proxy) is the same call.
+	args := llmArgs{Method: req.Method, URL: req.URL.RequestURI()}
 	target := req.URL.Host + req.URL.Path
 	if canon, err := canonicalJSON(body); err == nil && len(body) > 0 {
 		args.Body = canon

@@ -6,13 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/driver/dirfs"
@@ -75,10 +71,11 @@ func modelFromEnv() (*model, error) {
 }
 
 // modelFor is the model a recorded coder lineage was run with, so that its
-// recorded LLM calls replay: a call's identity includes its URL, so the
-// scripted model is served again on the loopback address it was recorded
-// at, and a real model is called at its recorded endpoint. A lineage with
-// no LLM call yet takes the model from the environment.
+// recorded LLM calls replay: a call's identity is the model, the path and
+// the conversation, not the endpoint's host, so the scripted model may be
+// served on any loopback port, and a real model is the recorded model name
+// at the endpoint of the environment. A lineage with no LLM call yet takes
+// the model from the environment.
 func modelFor(l *lineage) (*model, error) {
 	var first *eventlog.StepStarted
 	for _, ev := range l.events {
@@ -90,27 +87,18 @@ func modelFor(l *lineage) (*model, error) {
 	if first == nil {
 		return modelFromEnv()
 	}
-	var args struct {
-		URL string `json:"url"`
-	}
-	if err := json.Unmarshal(first.Args, &args); err != nil {
-		return nil, fmt.Errorf("recorded llm call: %w", err)
-	}
-	u, err := url.Parse(args.URL)
-	if err != nil {
-		return nil, fmt.Errorf("recorded llm call: %w", err)
-	}
-	base := strings.TrimSuffix(args.URL, "/chat/completions")
 	if first.Target != coder.ScriptedName {
+		base := os.Getenv("OPENAI_BASE_URL")
+		if base == "" {
+			base = defaultBaseURL
+		}
 		return &model{Model: coder.Model{Name: first.Target, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY")}}, nil
 	}
-	ln, err := net.Listen("tcp", u.Host)
+	base, stop, err := scriptedmodel.Serve(coder.Script())
 	if err != nil {
-		return nil, fmt.Errorf("serve the scripted model on %s, where its recorded calls went: %w", u.Host, err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: coder.Script()}
-	go func() { _ = srv.Serve(ln) }()
-	return &model{Model: coder.Model{Name: coder.ScriptedName, BaseURL: base, APIKey: "scripted"}, scripted: true, stop: srv.Close}, nil
+	return &model{Model: coder.Model{Name: coder.ScriptedName, BaseURL: base, APIKey: "scripted"}, scripted: true, stop: stop}, nil
 }
 
 // coderKernel is a kernel on the data folder's log with the coder agent
