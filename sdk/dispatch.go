@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 
@@ -145,6 +146,7 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 		return nil, err
 	}
 
+	defer d.closeHandles()
 	hctx := context.WithValue(ctx, dispatchKey{}, d)
 	out, herr := func() (out []byte, err error) {
 		defer func() {
@@ -186,6 +188,19 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 		return nil, err
 	}
 	return &Result{ID: d.id, Output: out}, nil
+}
+
+// closeHandles closes, when the dispatch ends, every handle it obtained that
+// is an io.Closer (an open database, a directory root): the next dispatch
+// opens its binding again, and a handle must not outlive the dispatch.
+func (d *dispatch) closeHandles() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, b := range d.res {
+		if c, ok := b.handle.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
 }
 
 // completionCapturesLocked checkpoints every obtained resource whose policy

@@ -31,7 +31,8 @@
 // execution.completed. While an execution has resources, tool and local-step
 // bodies run one at a time. Only resources obtained in the dispatch that
 // completes can be captured at completion: the kernel has no driver for the
-// others.
+// others. When a dispatch ends, every handle it obtained that implements
+// io.Closer is closed; handles belong to one dispatch.
 //
 // # Idempotency keys
 //

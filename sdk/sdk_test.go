@@ -566,3 +566,29 @@ func TestResultNoLongerDecodes(t *testing.T) {
 		t.Fatalf("Run = %v, want a decode error", err)
 	}
 }
+
+// TestHandlesClosedAfterDispatch: a handle that is an io.Closer is closed
+// when the dispatch that obtained it ends.
+func TestHandlesClosedAfterDispatch(t *testing.T) {
+	drv := testdriver.New()
+	var h *testdriver.Handle
+	_, _, _, err := runOnce(t, func(k *sdk.Kernel) {
+		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+			var err error
+			h, err = sdk.Resource(ctx, "ws", drv)
+			if err != nil {
+				return none{}, err
+			}
+			if h.Closes() != 0 {
+				return none{}, errors.New("closed during the dispatch")
+			}
+			return none{}, nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Closes() != 1 {
+		t.Fatalf("handle closed %d times, want 1", h.Closes())
+	}
+}

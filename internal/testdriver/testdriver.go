@@ -24,10 +24,21 @@ type Binding struct {
 
 // Handle is one resource: a map of file names to contents.
 type Handle struct {
-	id string
-	mu sync.Mutex
-	fs map[string]string
+	id     string
+	mu     sync.Mutex
+	fs     map[string]string
+	closes atomic.Int64
 }
+
+// Close counts that the kernel released the handle; the resource stays
+// readable, so tests can look at it afterwards.
+func (h *Handle) Close() error {
+	h.closes.Add(1)
+	return nil
+}
+
+// Closes returns how many times Close was called.
+func (h *Handle) Closes() int64 { return h.closes.Load() }
 
 // ID returns the resource's ID.
 func (h *Handle) ID() string { return h.id }
