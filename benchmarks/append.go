@@ -245,14 +245,14 @@ func runAppend(e *env) ([]Row, error) {
 		}
 		ids := [][2]string{{"1a", "1b"}, {"1c", "1d"}}[i]
 		bench := fmt.Sprintf("DurableAppend/system=forkline/writers=%d", w)
-		rows = append(rows, rowOf(ids[0], "durable append, "+label+", vs raw Pebble", bench, f, p, f.Value/p.Value,
+		rows = append(rows, rowOf(ids[0], "durable append, "+label+", vs raw Pebble", bench, f, p, div,
 			"forkline/Pebble", "≥ 0.8", atLeast(0.8), load))
 		var target string
 		var check func(float64) bool
 		if w > 1 {
 			target, check = "≥ 10", atLeast(10)
 		}
-		row := rowOf(ids[1], "durable append, "+label+", vs SQLite", bench, f, q, f.Value/q.Value, "forkline/SQLite", target, check, load)
+		row := rowOf(ids[1], "durable append, "+label+", vs SQLite", bench, f, q, div, "forkline/SQLite", target, check, load)
 		row.Note = fmt.Sprintf("One event (a %d-byte record) per synced append; SQLite gets one database/sql connection, writers queue for it.", len(s.rec))
 		rows = append(rows, row)
 	}

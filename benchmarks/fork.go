@@ -138,10 +138,10 @@ func runFork(e *env) ([]Row, error) {
 	atFar := Figure{What: "forkline", Value: median(us(rates[1])), Unit: "µs", Rounds: us(rates[1])}
 	cp := Figure{What: "copying the prefix, raw Pebble", Value: median(us(rates[2])), Unit: "µs", Rounds: us(rates[2])}
 	a := rowOf("4a", fmt.Sprintf("Fork at seq %s vs at seq %d", thousands(int64(far)), near), fmt.Sprintf("Fork/method=index/at=%d", far),
-		atFar, atNear, atFar.Value/atNear.Value, "time far/near", "≤ 2", atMost(2), load)
+		atFar, atNear, div, "time far/near", "≤ 2", atMost(2), load)
 	a.Note = "Latency of one fork (plan from the checkpoint index + one synced write) of a coder-agent history with a workspace resource."
 	b := rowOf("4b", fmt.Sprintf("Fork at seq %s vs copying the prefix", thousands(int64(far))), fmt.Sprintf("Fork/method=copy/at=%d", far),
-		atFar, cp, cp.Value/atFar.Value, "copy time/fork time", "", nil, load)
+		atFar, cp, inv, "copy time/fork time", "", nil, load)
 	b.Note = "The copy is the cheapest possible one: raw Pebble key-value copies of the records in large batches, one sync at the end; an engine copying through its event API pays more."
 	return []Row{a, b}, nil
 }

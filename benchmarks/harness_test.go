@@ -129,3 +129,21 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestRowOfPairsRounds checks that a row's ratio is the median of the
+// rounds' ratios, not the ratio of the medians.
+func TestRowOfPairsRounds(t *testing.T) {
+	fl := Figure{Value: 20, Rounds: []float64{10, 20, 40}}
+	base := Figure{Value: 20, Rounds: []float64{40, 20, 10}}
+	row := rowOf("x", "s", "X/k=v", fl, base, div, "f/b", "≥ 0.8", atLeast(0.8), 0)
+	if got := row.RatioRounds; len(got) != 3 || got[0] != 0.25 || got[1] != 1 || got[2] != 4 {
+		t.Fatalf("ratio rounds %v, want [0.25 1 4]", got)
+	}
+	if *row.Ratio != 1 || !*row.Met {
+		t.Fatalf("ratio %v met %v, want 1 and met", *row.Ratio, *row.Met)
+	}
+	row = rowOf("x", "s", "X/k=v", fl, base, inv, "b/f", "≤ 0.5", atMost(0.5), 0)
+	if *row.Ratio != 1 || *row.Met {
+		t.Fatalf("inverse ratio %v met %v, want 1 and missed", *row.Ratio, *row.Met)
+	}
+}

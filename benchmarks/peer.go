@@ -258,7 +258,7 @@ func runPeer(e *env) ([]Row, error) {
 			label = fmt.Sprintf("%d workflows at a time", c)
 		}
 		row := rowOf([]string{"7a", "7b"}[i], fmt.Sprintf("workflow of %d durable steps, %s, vs go-workflows", steps, label),
-			fmt.Sprintf("Peer/engine=forkline/concurrency=%d", c), fl, gw, fl.Value/gw.Value, "forkline/go-workflows", "≥ 3", atLeast(3), load)
+			fmt.Sprintf("Peer/engine=forkline/concurrency=%d", c), fl, gw, div, "forkline/go-workflows", "≥ 3", atLeast(3), load)
 		row.Note = fmt.Sprintf("Steps of completed workflows per second. forkline's kernel syncs every step (sdk.Open on disk); go-workflows' SQLite backend sets WAL mode and leaves synchronous at the driver's default, %s.", level)
 		rows = append(rows, row)
 	}

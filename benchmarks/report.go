@@ -39,12 +39,13 @@ type Row struct {
 	Baseline *Figure `json:"baseline,omitempty"` // nil when the target is absolute
 	// Ratio compares forkline with the baseline as RatioOf says; nil when
 	// there is no baseline.
-	Ratio   *float64 `json:"ratio,omitempty"`
-	RatioOf string   `json:"ratio_of,omitempty"`
-	Target  string   `json:"target,omitempty"` // "≥ 0.8", "" for none
-	Met     *bool    `json:"met,omitempty"`    // nil when there is no target
-	Load    float64  `json:"load"`             // 1-minute load average when the row's measurement began
-	Note    string   `json:"note,omitempty"`
+	Ratio       *float64  `json:"ratio,omitempty"`
+	RatioOf     string    `json:"ratio_of,omitempty"`
+	RatioRounds []float64 `json:"ratio_rounds,omitempty"` // each round's ratio; Ratio is their median
+	Target      string    `json:"target,omitempty"`       // "≥ 0.8", "" for none
+	Met         *bool     `json:"met,omitempty"`          // nil when there is no target
+	Load        float64   `json:"load"`                   // 1-minute load average when the row's measurement began
+	Note        string    `json:"note,omitempty"`
 }
 
 // Figure is one measured quantity: the median over the rounds, and every
@@ -224,7 +225,7 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "# forkline benchmark results\n\n")
 	fmt.Fprintf(&b, "Written by `go run ./benchmarks/cmd/bench` (%s) on %s, in %.0f s.\n", mode, r.Started.Format("2006-01-02 15:04 UTC"), r.Seconds)
-	fmt.Fprintf(&b, "Each contestant was measured for %s per round, %d round(s), forkline and its baselines alternating in one process (the order reverses every round); figures are medians.\n\n", r.Duration, r.Rounds)
+	fmt.Fprintf(&b, "Each contestant was measured for %s per round, %d round(s), forkline and its baselines alternating in one process (the order reverses every round). Figures are medians over the rounds; a ratio is the median of the rounds' ratios, each of two figures measured next to each other.\n\n", r.Duration, r.Rounds)
 	m := r.Machine
 	fmt.Fprintf(&b, "Machine: %s, %d cores (GOMAXPROCS %d), %.1f GiB, %s %s, %s, %s. Load average (1/5/15 min) %s at the start, %s at the end; the machine column gives the 1-minute load when each row's measurement began.\n\n",
 		m.CPU, m.Cores, m.GOMAXPROCS, m.MemoryGiB, m.OS, m.Kernel, m.Disk, m.Go, loadText(m.LoadBefore), loadText(m.LoadAfter))
@@ -288,6 +289,13 @@ func roundsText(row Row) string {
 	if row.Baseline != nil && len(row.Baseline.Rounds) > 0 {
 		s += ", baseline rounds [" + list(*row.Baseline) + "]"
 	}
+	if len(row.RatioRounds) > 0 {
+		parts := make([]string, len(row.RatioRounds))
+		for i, r := range row.RatioRounds {
+			parts[i] = ratioText(r)
+		}
+		s += ", ratio by round [" + strings.Join(parts, ", ") + "]"
+	}
 	return s + "."
 }
 
@@ -315,18 +323,42 @@ func (r *Report) Write(dir string) error {
 	return nil
 }
 
-// rowOf builds a row comparing forkline with a baseline. ratio is computed
-// from the medians by ratioOf; check decides whether the target is met
-// (nil: no target).
-func rowOf(id, scenario, bench string, fl, base Figure, ratio float64, ratioOf, target string, check func(float64) bool, load float64) Row {
+// rowOf builds a row comparing forkline with a baseline. The ratio is
+// ratio(forkline, baseline) of each round's two figures — measured next to
+// each other, so their ratio cancels most of the drift in the machine's
+// load — and the row's ratio is the median of those. check decides whether
+// the target is met (nil: no target).
+func rowOf(id, scenario, bench string, fl, base Figure, ratio func(f, b float64) float64, ratioOf, target string, check func(float64) bool, load float64) Row {
 	row := Row{ID: id, Scenario: scenario, Bench: bench, Forkline: fl, Baseline: &base, RatioOf: ratioOf, Target: target, Load: load}
-	row.Ratio = &ratio
+	n := min(len(fl.Rounds), len(base.Rounds))
+	for i := range n {
+		row.RatioRounds = append(row.RatioRounds, ratio(fl.Rounds[i], base.Rounds[i]))
+	}
+	r := ratio(fl.Value, base.Value)
+	if n > 0 {
+		r = median(row.RatioRounds)
+	}
+	row.Ratio = &r
 	if check != nil {
-		met := check(ratio)
+		met := check(r)
 		row.Met = &met
 	}
 	return row
 }
+
+// pairedRatios returns f/b of each round.
+func pairedRatios(f, b []float64) []float64 {
+	out := make([]float64, min(len(f), len(b)))
+	for i := range out {
+		out[i] = f[i] / b[i]
+	}
+	return out
+}
+
+// div and inv are the usual ratios: forkline over baseline, and baseline
+// over forkline.
+func div(f, b float64) float64 { return f / b }
+func inv(f, b float64) float64 { return b / f }
 
 func atLeast(x float64) func(float64) bool { return func(r float64) bool { return r >= x } }
 func atMost(x float64) func(float64) bool  { return func(r float64) bool { return r <= x } }
