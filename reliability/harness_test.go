@@ -1,0 +1,476 @@
+package reliability
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/dirfs"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/examples/coder"
+	"github.com/forkline/forkline/sdk"
+)
+
+var (
+	trialsFlag = flag.Int("reliability.trials", 0, "kill-harness trials per test (0: 100, or 25 with -short)")
+	seedFlag   = flag.Int64("reliability.seed", 0, "seed of the kill plans (0: from the clock; the seed is logged)")
+	keepFlag   = flag.Bool("reliability.keep", false, "keep every trial's folder (a failed trial's folder is always kept)")
+
+	exhaustiveFlag = flag.Bool("reliability.exhaustive", false, "damage every byte of every stored event, not a sample")
+)
+
+// childEnv, when set, turns the test binary into a child of the kill
+// harness; its value is the child's configuration as JSON.
+const childEnv = "FORKLINE_RELIABILITY_CHILD"
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(childEnv); cfg != "" {
+		os.Exit(childMain(cfg))
+	}
+	// Build the forkline command while the first tests run.
+	go buildForklineCommand()
+	code := m.Run()
+	<-cli.built
+	if cli.dir != "" {
+		_ = os.RemoveAll(cli.dir)
+	}
+	os.Exit(code)
+}
+
+// childConfig is what a child runs.
+type childConfig struct {
+	Log      string // the Pebble log's folder (synced)
+	Store    string // the dirfs store
+	Template string // the dirfs template ("" none)
+	ModelURL string // the scripted model, served by the parent
+	Agent    string // "coder" or "publisher"
+	Task     string
+	Acks     string // side file: every acknowledged append
+	Effects  string // side file: every at-most-once effect
+}
+
+// The child's progress markers, one per line on its standard output.
+const (
+	markReady        = "ready"         // the kernel is open; Start comes next
+	markAck          = "ack"           // an append was acknowledged and recorded in Acks
+	markCaptureBegin = "capture-begin" // a dirfs Checkpoint starts
+	markCaptureEnd   = "capture-end"   // … and returned
+	markEffectBegin  = "effect-begin"  // an at-most-once body starts
+	markEffectEnd    = "effect-end"    // … and its effect is durable
+	markDone         = "done"          // Run returned
+)
+
+// childMain runs one execution as the harness's child and returns the exit
+// status. It is killed, usually, before it returns.
+func childMain(raw string) int {
+	var cfg childConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "child: bad configuration:", err)
+		return 3
+	}
+	var outMu sync.Mutex
+	mark := func(m string) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintln(os.Stdout, m)
+	}
+	store, err := pebblestore.Open(cfg.Log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	acks, err := os.OpenFile(cfg.Acks, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	k, err := sdk.New(&ackLog{IndexedLog: store, side: acks, mark: mark})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	if err := registerAgents(k, newAgentEnv(cfg, mark, false)); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	ctx := context.Background()
+	mark(markReady)
+	id, err := k.Start(ctx, cfg.Agent, coder.Input{Task: cfg.Task})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: start:", err)
+		return 3
+	}
+	if _, err := k.Run(ctx, id); err != nil {
+		fmt.Fprintln(os.Stderr, "child: run:", err)
+		return 3
+	}
+	mark(markDone)
+	return 0
+}
+
+// ackLog records, in an append-only side file fsynced before the caller
+// sees the outcome, every write the log acknowledged: one line per call,
+//
+//	<C|A|U> <execution> <seq>:<kind>:<fingerprint> …
+//
+// C for Create, A for a synced Append, U for AppendUnsynced. The fingerprint
+// is a hash of the event's record, so the parent can check that the very
+// event is stored.
+type ackLog struct {
+	eventlog.IndexedLog
+	side *os.File
+	mark func(string)
+	mu   sync.Mutex
+}
+
+func (a *ackLog) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time) (eventlog.ID, error) {
+	id, err := a.IndexedLog.Create(ctx, created, at)
+	if err == nil {
+		err = a.record('C', id, []eventlog.Event{{Seq: 1, Time: at, Data: created}})
+	}
+	return id, err
+}
+
+func (a *ackLog) Append(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
+	n, err := a.IndexedLog.Append(ctx, id, head, evs...)
+	if err == nil {
+		err = a.record('A', id, evs)
+	}
+	return n, err
+}
+
+func (a *ackLog) AppendUnsynced(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
+	n, err := a.IndexedLog.AppendUnsynced(ctx, id, head, evs...)
+	if err == nil {
+		err = a.record('U', id, evs)
+	}
+	return n, err
+}
+
+func (a *ackLog) record(op byte, id eventlog.ID, evs []eventlog.Event) error {
+	var b strings.Builder
+	b.WriteByte(op)
+	b.WriteByte(' ')
+	b.WriteString(id.String())
+	for _, ev := range evs {
+		fp, err := fingerprint(ev)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, " %d:%s:%s", ev.Seq, ev.Kind(), fp)
+	}
+	b.WriteByte('\n')
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.side.WriteString(b.String()); err != nil {
+		return err
+	}
+	if err := a.side.Sync(); err != nil {
+		return err
+	}
+	a.mark(markAck)
+	return nil
+}
+
+// fingerprint identifies an event by its stored record: seq, time and
+// payload.
+func fingerprint(ev eventlog.Event) (string, error) {
+	rec, err := eventlog.AppendRecord(nil, ev)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(binaryAppendSeq(rec, ev.Seq))
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+func binaryAppendSeq(b []byte, seq uint64) []byte {
+	return strconv.AppendUint(append(b, '@'), seq, 10)
+}
+
+// ackedEvent is one event of an acknowledged write.
+type ackedEvent struct {
+	seq  uint64
+	kind string
+	fp   string
+}
+
+// acked is one line of the acks file.
+type acked struct {
+	op     byte
+	id     eventlog.ID
+	events []ackedEvent
+}
+
+// readAcks parses the acks file. A last line without its newline was cut by
+// the kill and is ignored: its write had not been recorded.
+func readAcks(path string) ([]acked, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if i := bytes.LastIndexByte(data, '\n'); i < len(data)-1 {
+		data = data[:i+1]
+	}
+	var out []acked
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) < 3 || len(f[0]) != 1 {
+			return nil, fmt.Errorf("acks: bad line %q", line)
+		}
+		id, err := eventlog.ParseID(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("acks: %w", err)
+		}
+		a := acked{op: f[0][0], id: id}
+		for _, e := range f[2:] {
+			parts := strings.Split(e, ":")
+			if len(parts) != 3 {
+				return nil, fmt.Errorf("acks: bad event %q", e)
+			}
+			seq, err := strconv.ParseUint(parts[0], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("acks: bad seq %q", e)
+			}
+			a.events = append(a.events, ackedEvent{seq: seq, kind: parts[1], fp: parts[2]})
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// agentEnv is what the agents need: the same in the child and the parent.
+type agentEnv struct {
+	store   dirfs.Config
+	model   coder.Model
+	effects string       // the at-most-once effects file
+	mark    func(string) // progress markers; a no-op in the parent
+}
+
+// newAgentEnv returns the agents' environment for cfg. The child's dirfs
+// store syncs; the parent's, which is never killed, need not (noSync).
+func newAgentEnv(cfg childConfig, mark func(string), noSync bool) *agentEnv {
+	if mark == nil {
+		mark = func(string) {}
+	}
+	return &agentEnv{
+		store:   dirfs.Config{Store: cfg.Store, Template: cfg.Template, NoSync: noSync},
+		model:   coder.Model{Name: coder.ScriptedName, BaseURL: cfg.ModelURL, APIKey: "reliability"},
+		effects: cfg.Effects,
+		mark:    mark,
+	}
+}
+
+// markedDriver is the dirfs driver with a marker around every capture, so
+// that the parent can aim a kill inside one. It has the DriverID and
+// Configuration of dirfs, so the parent may use a plain dirfs driver.
+type markedDriver struct {
+	*dirfs.Driver
+	mark func(string)
+}
+
+var _ driver.Driver[*dirfs.Workspace, dirfs.Binding] = (*markedDriver)(nil)
+
+func (m *markedDriver) Checkpoint(ctx context.Context, w *dirfs.Workspace) (string, error) {
+	m.mark(markCaptureBegin)
+	ref, err := m.Driver.Checkpoint(ctx, w)
+	m.mark(markCaptureEnd)
+	return ref, err
+}
+
+func (e *agentEnv) newDriver() driver.Driver[*dirfs.Workspace, dirfs.Binding] {
+	return &markedDriver{Driver: dirfs.New(e.store), mark: e.mark}
+}
+
+// publisherOutput is the publisher agent's output: the coder's answer and
+// the outcome of each at-most-once publish call.
+type publisherOutput struct {
+	Answer    string   `json:"answer"`
+	Published []string `json:"published"`
+}
+
+// indeterminate is the publish outcome of an at-most-once call whose
+// earlier attempt died (sdk.ErrIndeterminate).
+const indeterminate = "indeterminate"
+
+// publishArgs are the publish tool's arguments.
+type publishArgs struct {
+	Note string `json:"note"`
+}
+
+// registerAgents registers "coder" (the example agent) and "publisher" (the
+// coder between two at-most-once publish calls, whose bodies append one
+// line per effect to the effects file and fsync it before returning).
+func registerAgents(k *sdk.Kernel, e *agentEnv) error {
+	inner := coder.Handler(e.newDriver, e.model)
+	if err := sdk.Register(k, "coder", inner); err != nil {
+		return err
+	}
+	publish := sdk.DefineTool("publish", func(ctx context.Context, a publishArgs) (string, error) {
+		e.mark(markEffectBegin)
+		key := sdk.IdempotencyKey(ctx)
+		if err := appendLine(e.effects, key+" "+a.Note); err != nil {
+			return "", err
+		}
+		e.mark(markEffectEnd)
+		return key, nil
+	}, sdk.AtMostOnce())
+	call := func(ctx context.Context, note string) (string, error) {
+		_, err := publish.Call(ctx, publishArgs{Note: note})
+		switch {
+		case err == nil:
+			return "published " + note, nil
+		case errors.Is(err, sdk.ErrIndeterminate):
+			return indeterminate, nil
+		}
+		return "", err
+	}
+	return sdk.Register(k, "publisher", func(ctx context.Context, in coder.Input) (publisherOutput, error) {
+		var out publisherOutput
+		p, err := call(ctx, "before")
+		if err != nil {
+			return out, err
+		}
+		out.Published = append(out.Published, p)
+		res, err := inner(ctx, in)
+		if err != nil {
+			return out, err
+		}
+		out.Answer = res.Answer
+		if p, err = call(ctx, "after"); err != nil {
+			return out, err
+		}
+		out.Published = append(out.Published, p)
+		return out, nil
+	})
+}
+
+// appendLine appends line to the file at path and fsyncs it.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// marker is a progress marker as the parent read it.
+type marker struct {
+	name string
+	at   time.Duration // since the child started
+}
+
+// killPlan says when the parent kills the child: delay after the nth
+// occurrence of the marker trigger. A nil plan never kills.
+type killPlan struct {
+	trigger string
+	nth     int
+	delay   time.Duration
+}
+
+func (p *killPlan) String() string {
+	if p == nil {
+		return "no kill"
+	}
+	return fmt.Sprintf("%s#%d+%v", p.trigger, p.nth, p.delay.Round(time.Microsecond))
+}
+
+// childRun is what became of one child.
+type childRun struct {
+	killed  bool
+	markers []marker
+	stderr  string
+}
+
+// count returns how many markers named name the child wrote.
+func (r childRun) count(name string) int {
+	n := 0
+	for _, m := range r.markers {
+		if m.name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// last returns the name of the child's last marker.
+func (r childRun) last() string {
+	if len(r.markers) == 0 {
+		return ""
+	}
+	return r.markers[len(r.markers)-1].name
+}
+
+// spawn runs a child with cfg and kills it by plan. It returns when the
+// child has exited.
+func spawn(cfg childConfig, plan *killPlan) (childRun, error) {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return childRun{}, err
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return childRun{}, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return childRun{}, err
+	}
+	var run childRun
+	var timer *time.Timer
+	seen := map[string]int{}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		name := sc.Text()
+		run.markers = append(run.markers, marker{name: name, at: time.Since(start)})
+		seen[name]++
+		if plan != nil && timer == nil && name == plan.trigger && seen[name] == plan.nth {
+			timer = time.AfterFunc(plan.delay, func() { _ = cmd.Process.Kill() })
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	werr := cmd.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	run.stderr = stderr.String()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		run.killed = true
+		return run, nil
+	}
+	if werr != nil {
+		return run, fmt.Errorf("child: %v\n%s", werr, run.stderr)
+	}
+	return run, nil
+}
