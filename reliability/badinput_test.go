@@ -206,8 +206,7 @@ func TestBadInput(t *testing.T) {
 		{name: "args of 64 MiB", call: func(ctx context.Context) error {
 			_, err := sdk.DefineTool("t", noop[string]).Call(ctx, strings.Repeat("x", 64<<20))
 			return err
-		}, is: []error{sdk.ErrInvalid}, says: "args",
-			skip: "bug: the sdk has no bound on the size of args: a 64 MiB argument is accepted and written as one 64 MiB step.started (it takes ~14 s here); see the report"},
+		}, is: []error{sdk.ErrInvalid}, says: "args are too large"},
 	}
 	var mu sync.Mutex
 	type outcome struct {

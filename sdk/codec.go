@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/forkline/forkline/eventlog"
@@ -16,13 +17,32 @@ import (
 // canonicalized (map keys sorted, numbers kept as written) so that step
 // identity is the same in every process.
 
-// encodeValue encodes v as JSON.
+// MaxValueSize bounds one encoded value — an execution's input or output, a
+// call's args or result, an LLM request or response body. Each is one event
+// of the log, and the log is for records, not bulk data: keep large content
+// in a resource and pass its name.
+const MaxValueSize = 16 << 20
+
+// encodeValue encodes v as JSON, refusing a value over MaxValueSize.
 func encodeValue(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSize(len(b)); err != nil {
+		return nil, err
+	}
 	return b, nil
+}
+
+// errTooLarge classifies a value over MaxValueSize.
+var errTooLarge = errors.New("value too large")
+
+func checkSize(n int) error {
+	if n > MaxValueSize {
+		return fmt.Errorf("%w: %d bytes, more than the %d-byte limit of a recorded value (MaxValueSize)", errTooLarge, n, MaxValueSize)
+	}
+	return nil
 }
 
 // canonicalJSON returns the canonical form of a JSON document: objects with

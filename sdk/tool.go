@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -108,6 +109,9 @@ func (t *Tool[A, R]) Call(ctx context.Context, args A) (R, error) {
 		return zero, fmt.Errorf("tool %q: %w", t.name, err)
 	}
 	enc, err := canonicalArgs(args)
+	if errors.Is(err, errTooLarge) {
+		return zero, fmt.Errorf("%w: tool %q: args are too large: %v", ErrInvalid, t.name, err)
+	}
 	if err != nil {
 		return zero, fmt.Errorf("%w: tool %q: args do not encode: %v", ErrInvalid, t.name, err)
 	}

@@ -63,6 +63,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sdk: transport: read request body: %w", err)
 		}
+		if err := checkSize(len(body)); err != nil {
+			return nil, fmt.Errorf("%w: sdk: transport: request body: %v", ErrInvalid, err)
+		}
 	}
 	// The endpoint's scheme and host are left out of identity: the same
 	// conversation sent to the same API through another base URL (a new
@@ -102,7 +105,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			h := resp.Header.Clone()
 			h.Del("Content-Length")
-			return json.Marshal(llmResult{Status: resp.StatusCode, Header: h, Body: b})
+			return encodeValue(llmResult{Status: resp.StatusCode, Header: h, Body: b})
 		},
 	})
 	if err != nil {
