@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -64,17 +65,23 @@ type childConfig struct {
 	Task     string
 	Acks     string // side file: every acknowledged append
 	Effects  string // side file: every at-most-once effect
+	// PauseInCapture, when n > 0, freezes the child inside its n-th dirfs
+	// capture (at dirfs's first context check of the walk) after the
+	// marker capture-paused, so that a kill lands there for certain.
+	PauseInCapture int
 }
 
 // The child's progress markers, one per line on its standard output.
 const (
-	markReady        = "ready"         // the kernel is open; Start comes next
-	markAck          = "ack"           // an append was acknowledged and recorded in Acks
-	markCaptureBegin = "capture-begin" // a dirfs Checkpoint starts
-	markCaptureEnd   = "capture-end"   // … and returned
-	markEffectBegin  = "effect-begin"  // an at-most-once body starts
-	markEffectEnd    = "effect-end"    // … and its effect is durable
-	markDone         = "done"          // Run returned
+	markReady         = "ready"          // the kernel is open; Start comes next
+	markAck           = "ack"            // an append was acknowledged and recorded in Acks
+	markCaptureBegin  = "capture-begin"  // a dirfs Checkpoint starts
+	markCaptureCtx    = "capture-ctx"    // dirfs checked the context in the middle of a capture
+	markCapturePaused = "capture-paused" // … and the child froze there (PauseInCapture)
+	markCaptureEnd    = "capture-end"    // … and returned
+	markEffectBegin   = "effect-begin"   // an at-most-once body starts
+	markEffectEnd     = "effect-end"     // … and its effect is durable
+	markDone          = "done"           // Run returned
 )
 
 // childMain runs one execution as the harness's child and returns the exit
@@ -260,10 +267,12 @@ func readAcks(path string) ([]acked, error) {
 
 // agentEnv is what the agents need: the same in the child and the parent.
 type agentEnv struct {
-	store   dirfs.Config
-	model   coder.Model
-	effects string       // the at-most-once effects file
-	mark    func(string) // progress markers; a no-op in the parent
+	store    dirfs.Config
+	model    coder.Model
+	effects  string       // the at-most-once effects file
+	mark     func(string) // progress markers; a no-op in the parent
+	pauseAt  int          // freeze inside this capture (childConfig.PauseInCapture)
+	captures atomic.Int64 // captures so far, over every dispatch
 }
 
 // newAgentEnv returns the agents' environment for cfg. The child's dirfs
@@ -277,28 +286,51 @@ func newAgentEnv(cfg childConfig, mark func(string), noSync bool) *agentEnv {
 		model:   coder.Model{Name: coder.ScriptedName, BaseURL: cfg.ModelURL, APIKey: "reliability"},
 		effects: cfg.Effects,
 		mark:    mark,
+		pauseAt: cfg.PauseInCapture,
 	}
 }
 
-// markedDriver is the dirfs driver with a marker around every capture, so
+// markedDriver is the dirfs driver with markers around every capture, so
 // that the parent can aim a kill inside one. It has the DriverID and
 // Configuration of dirfs, so the parent may use a plain dirfs driver.
 type markedDriver struct {
 	*dirfs.Driver
-	mark func(string)
+	env *agentEnv
 }
 
 var _ driver.Driver[*dirfs.Workspace, dirfs.Binding] = (*markedDriver)(nil)
 
 func (m *markedDriver) Checkpoint(ctx context.Context, w *dirfs.Workspace) (string, error) {
-	m.mark(markCaptureBegin)
-	ref, err := m.Driver.Checkpoint(ctx, w)
-	m.mark(markCaptureEnd)
+	n := m.env.captures.Add(1)
+	m.env.mark(markCaptureBegin)
+	ref, err := m.Driver.Checkpoint(&probeContext{Context: ctx, env: m.env, pause: int(n) == m.env.pauseAt}, w)
+	m.env.mark(markCaptureEnd)
 	return ref, err
 }
 
+// probeContext reports dirfs's context checks in the middle of a capture
+// (dirfs looks at the context every 256 entries of the walk: after some
+// blobs are stored, before the manifest) and, when pause is set, freezes
+// the child at the first one until the parent kills it.
+type probeContext struct {
+	context.Context
+	env   *agentEnv
+	pause bool
+}
+
+func (c *probeContext) Err() error {
+	c.env.mark(markCaptureCtx)
+	if c.pause {
+		c.env.mark(markCapturePaused)
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+	return c.Context.Err()
+}
+
 func (e *agentEnv) newDriver() driver.Driver[*dirfs.Workspace, dirfs.Binding] {
-	return &markedDriver{Driver: dirfs.New(e.store), mark: e.mark}
+	return &markedDriver{Driver: dirfs.New(e.store), env: e}
 }
 
 // publisherOutput is the publisher agent's output: the coder's answer and
@@ -393,11 +425,15 @@ type killPlan struct {
 	trigger string
 	nth     int
 	delay   time.Duration
+	pause   int // childConfig.PauseInCapture
 }
 
 func (p *killPlan) String() string {
-	if p == nil {
+	switch {
+	case p == nil:
 		return "no kill"
+	case p.pause > 0:
+		return fmt.Sprintf("inside-capture#%d", p.pause)
 	}
 	return fmt.Sprintf("%s#%d+%v", p.trigger, p.nth, p.delay.Round(time.Microsecond))
 }
@@ -431,6 +467,9 @@ func (r childRun) last() string {
 // spawn runs a child with cfg and kills it by plan. It returns when the
 // child has exited.
 func spawn(cfg childConfig, plan *killPlan) (childRun, error) {
+	if plan != nil {
+		cfg.PauseInCapture = plan.pause
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return childRun{}, err
