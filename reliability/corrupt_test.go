@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -457,37 +458,73 @@ type cliResult struct {
 
 // cli is the forkline command, built once per test binary.
 var cli = struct {
+	once  sync.Once
 	built chan struct{} // closed when the build is over
+	cmd   *exec.Cmd     // the go build process
 	dir   string
 	bin   string
 	err   error
 }{built: make(chan struct{})}
 
-// buildForklineCommand builds cmd/forkline with go build -o.
-func buildForklineCommand() {
-	defer close(cli.built)
-	cli.dir, cli.err = os.MkdirTemp("", "forkline-cli-")
-	if cli.err != nil {
+// startForklineBuild starts building cmd/forkline with go build -o, once.
+func startForklineBuild() {
+	cli.once.Do(func() {
+		fail := func(err error) {
+			cli.err = err
+			close(cli.built)
+		}
+		dir, err := os.MkdirTemp("", "forkline-cli-")
+		if err != nil {
+			fail(err)
+			return
+		}
+		cli.dir = dir
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			fail(err)
+			return
+		}
+		bin := filepath.Join(dir, "forkline")
+		var out bytes.Buffer
+		cli.cmd = exec.Command(goTool, "build", "-o", bin, "github.com/forkline/forkline/cmd/forkline")
+		cli.cmd.Stdout, cli.cmd.Stderr = &out, &out
+		if err := cli.cmd.Start(); err != nil {
+			fail(err)
+			return
+		}
+		go func() {
+			if err := cli.cmd.Wait(); err != nil {
+				cli.err = fmt.Errorf("%v\n%s", err, out.String())
+			} else {
+				cli.bin = bin
+			}
+			close(cli.built)
+		}()
+	})
+}
+
+// stopForklineBuild ends the build if it still runs and removes the
+// command.
+func stopForklineBuild() {
+	if cli.cmd == nil && cli.dir == "" {
 		return
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		cli.err = err
-		return
+	select {
+	case <-cli.built:
+	default:
+		if cli.cmd != nil && cli.cmd.Process != nil {
+			_ = cli.cmd.Process.Kill()
+		}
+		<-cli.built
 	}
-	bin := filepath.Join(cli.dir, "forkline")
-	out, err := exec.Command(goTool, "build", "-o", bin, "github.com/forkline/forkline/cmd/forkline").CombinedOutput()
-	if err != nil {
-		cli.err = fmt.Errorf("%v\n%s", err, out)
-		return
-	}
-	cli.bin = bin
+	_ = os.RemoveAll(cli.dir)
 }
 
 // forklineCommand returns the built forkline command, or skips the test if
 // cmd/forkline does not build (yet).
 func forklineCommand(t *testing.T) string {
 	t.Helper()
+	startForklineBuild()
 	<-cli.built
 	if cli.err != nil {
 		t.Skipf("cmd/forkline does not build yet: %v", cli.err)

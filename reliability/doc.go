@@ -5,62 +5,89 @@
 // # Killing the process
 //
 // TestKillAndResume re-executes the test binary as a child that runs the
-// coder agent of [github.com/forkline/forkline/examples/coder] (and a variant
-// with [github.com/forkline/forkline/sdk.AtMostOnce] tools) on a dirfs
+// coder agent of [github.com/forkline/forkline/examples/coder] (and a
+// variant, "publisher", that wraps it between two
+// [github.com/forkline/forkline/sdk.AtMostOnce] tool calls) on a dirfs
 // workspace and a synced, on-disk Pebble log, and SIGKILLs it at a random
 // moment: a random time into the run, just after a random acknowledged
 // append, inside a random checkpoint capture or inside an at-most-once body.
-// The child reports each moment on its standard output, and writes every
-// append the log acknowledged, and every at-most-once effect, to append-only
-// side files that it fsyncs before going on. After every kill the parent
-// reopens the log and checks (DESIGN §4, §8.6, §8.7):
+// The scripted model is served by the parent. The child reports each such
+// moment on its standard output, and writes every append the log
+// acknowledged (with a fingerprint of each event's record), and every
+// at-most-once effect, to append-only side files that it fsyncs before it
+// goes on. After every kill the parent reopens the log and checks (DESIGN
+// §4, §5, §8.6, §8.7):
 //
 //   - every execution's log decodes completely;
-//   - every append the child saw acknowledged is present, event for event;
-//   - running the execution to completion gives the output and the workspace
-//     of an uninterrupted run, and leaves the events written before the kill
-//     unchanged;
-//   - no at-most-once body ran twice, and one whose step succeeded ran once;
+//   - every append the child saw acknowledged is present, event for event
+//     (an unsynced append may be lost only with everything after it);
+//   - every checkpoint in the dirfs store verifies: no half checkpoint is
+//     visible; when the kill interrupted a capture, the resource is
+//     uncovered at the head;
+//   - running the execution to completion gives the output and the
+//     workspace of an uninterrupted run, and leaves the events written
+//     before the kill unchanged;
+//   - no at-most-once body ran twice, and one whose step succeeded ran
+//     exactly once;
 //   - coverage and forking work at every event, each fork selects what
 //     coverage says, and every checkpoint a fork could select verifies and
 //     restores; a fork at a random event runs to the same output.
 //
-// TestKillDuringCapture aims every kill inside a dirfs capture of a large
-// workspace: no half checkpoint becomes visible, the resource is uncovered
-// at the head, and no selection points at a missing ref.
+// TestKillDuringCapture aims every kill at a dirfs capture of a workspace
+// big enough that dirfs checks its context in the middle of the walk. Half
+// of its trials freeze the child at that check — some blobs stored, no
+// manifest yet — and kill it there, so those kills land inside a capture
+// for certain; the others kill at a random moment of a capture.
 //
-// The number of trials is 100 by default (25 with -short) and is set with
-// -reliability.trials=N; -reliability.seed fixes the kill plans and
-// -reliability.keep keeps every trial's folder.
+// Trials run three at a time: 100 of TestKillAndResume and 12 of
+// TestKillDuringCapture by default (25 and 6 with -short). The flag
+// -reliability.trials=N sets the first number (the second is N/8);
+// -reliability.seed fixes the kill plans; -reliability.keep keeps every
+// trial's folder (a failed trial's folder is always kept and logged).
 //
 // # Concurrency
 //
-// TestConcurrentExecutionsAndForks runs many executions and forks at once on
-// one kernel (run it with -race): no two bodies of one execution overlap
-// (DESIGN §8.8) and every execution ends as an uninterrupted one. Two Runs of
-// one execution give exactly one [github.com/forkline/forkline/sdk.ErrBusy];
-// racing appends give [github.com/forkline/forkline/eventlog.ErrConflict] to
-// all but one writer and lose or duplicate no event.
+// Run with -race. TestConcurrentExecutionsAndForks runs many executions and
+// forks at once on one kernel while coverage is read beside them: no two
+// tool bodies of one execution overlap (DESIGN §8.8) and every execution and
+// fork ends with the output of an uninterrupted run. TestConcurrentRunsOneBusy:
+// of many Runs of one execution at once, one runs and every other returns
+// [github.com/forkline/forkline/sdk.ErrBusy]. TestRacingAppends: of writers
+// appending at the same head, one wins and the others get
+// [github.com/forkline/forkline/eventlog.ErrConflict] having written
+// nothing; writers that retry lose, split and duplicate no event.
+// TestTwoKernelsOneExecution: two kernels on one log run one execution; the
+// dispatch that appends second gets ErrConflict and stops.
 //
 // # Corrupt data
 //
-// Every byte of stored events, index entries and headers is flipped in turn
-// in a closed on-disk log (through Pebble directly), and blobs and manifests
-// of dirfs checkpoints are damaged: every read reports an error that names
-// the execution and seq (or the ref and path) — never a panic, never a
-// silently skipped event — and Run, forks of the damaged prefix, and the
-// forkline command report the same error.
+// TestCorruptEvents damages stored event records of a closed on-disk log
+// through Pebble itself — bits flipped in every part of a record, records
+// truncated, extended and deleted, headers damaged — and TestCorruptIndex
+// damages checkpoint-index entries: every read reports an error that names
+// the execution and the seq, never a panic, never a silently skipped event,
+// and Run, forks whose prefix holds the damage, and the forkline command
+// (built with go build; the tests skip if it does not build) report the same
+// error. TestCorruptCheckpoint damages the blobs and manifest of a dirfs
+// checkpoint: Verify, Create, the Run of a fork that restores it and the
+// forkline command name the ref and the path. -reliability.exhaustive
+// damages every byte of every event.
 //
 // # Bad input
 //
-// TestBadInput walks every bad input of DESIGN §7 and more (credentials in a
-// configuration, refs with "..", panicking drivers, empty refs, bindings that
-// are not JSON, 64 MiB args): each gets a clear error and appends nothing.
+// TestBadInput walks the bad inputs of DESIGN §7 and more — credentials in a
+// configuration, bindings that are not JSON, 64 MiB args, unknown agents and
+// executions, seqs out of range — comparing every execution's events before
+// and after: each gets a clear error and appends nothing. TestRefsWithDotDot,
+// TestNestedStep and TestPanickingDriver cover refs with "..", nested steps,
+// and drivers that panic or return an empty ref: a panicking Checkpoint is a
+// capture failure; a panicking Create or Open leaves sdk.Resource as a panic,
+// which the kernel records as execution.failed{panic}.
 //
 // # Fuzzing
 //
 // The fuzz targets live beside the code they reach: eventlog's
 // FuzzDecodeRecord, policy's FuzzParseRules, dirfs's FuzzParseManifest and
-// sdk's FuzzStepIdentity (identity is stable under map ordering and JSON
-// round trips).
+// sdk's FuzzStepIdentity (a call's identity is the same however its args
+// were written: key order, white space, Go maps, JSON round trips).
 package reliability

@@ -45,13 +45,14 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(childEnv); cfg != "" {
 		os.Exit(childMain(cfg))
 	}
-	// Build the forkline command while the first tests run.
-	go buildForklineCommand()
-	code := m.Run()
-	<-cli.built
-	if cli.dir != "" {
-		_ = os.RemoveAll(cli.dir)
+	// Build the forkline command while the first tests run (not when the
+	// binary only lists its tests).
+	flag.Parse()
+	if f := flag.Lookup("test.list"); f == nil || f.Value.String() == "" {
+		startForklineBuild()
 	}
+	code := m.Run()
+	stopForklineBuild()
 	os.Exit(code)
 }
 
