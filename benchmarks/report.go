@@ -268,7 +268,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "\n## Settings\n\nSizes: %s recorded steps replayed (3); %s and %s events for the memory comparison (3m); a %s-event coder-agent history for forks and coverage (4, 5), forked at seq %d and at its last event; %s files in the dirfs workspace (6); workflows of %d durable steps, 1 and %d at a time (7); %d writers in the wide append (1).\n\n",
 		thousands(int64(s.ReplaySteps)), thousands(int64(s.MemorySmall)), thousands(int64(s.MemoryEvents)), thousands(int64(s.HistoryEvents)),
 		s.ForkNear, thousands(int64(s.Files)), s.PeerSteps, s.PeerConcurrent, s.AppendWriters)
-	b.WriteString("Reproduce with `go run ./benchmarks/cmd/bench` (full, about ten minutes) or `go run ./benchmarks/cmd/bench -short` (CI sizes, seconds). The Go benchmarks named in the notes measure the same operations: `go test -run '^$' -bench . ./benchmarks/`. benchmarks/README.md explains the scenarios and every missed target.\n")
+	b.WriteString("Reproduce with `go run ./benchmarks/cmd/bench` (full, seven to ten minutes) or `go run ./benchmarks/cmd/bench -short` (CI sizes, seconds). The Go benchmarks named in the notes measure the same operations: `go test -run '^$' -bench . ./benchmarks/`. benchmarks/README.md explains the scenarios and every missed target.\n")
 	return b.String()
 }
 

@@ -1,7 +1,7 @@
 // Command bench runs forkline's benchmark scenarios with their baselines in
 // one process and writes the results table.
 //
-//	go run ./benchmarks/cmd/bench                  # full run (about ten minutes), writes benchmarks/RESULTS.md and results.json
+//	go run ./benchmarks/cmd/bench                  # full run (seven to ten minutes), writes benchmarks/RESULTS.md and results.json
 //	go run ./benchmarks/cmd/bench -short           # CI sizes, seconds; prints the table, writes nothing
 //	go run ./benchmarks/cmd/bench -run '^3' -cpuprofile replay.prof
 //
