@@ -66,13 +66,22 @@ func canonicalJSON(b []byte) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// canonicalArgs encodes a call's args canonically.
+// canonicalArgs encodes a call's args canonically; the canonical form is
+// what is recorded, so it is what must fit MaxValueSize (it can be larger
+// than the plain encoding: invalid UTF-8 becomes U+FFFD).
 func canonicalArgs(v any) ([]byte, error) {
 	b, err := encodeValue(v)
 	if err != nil {
 		return nil, err
 	}
-	return canonicalJSON(b)
+	c, err := canonicalJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSize(len(c)); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // decodeValue decodes recorded JSON into out; fields the recorded value has
