@@ -38,7 +38,7 @@ type transport struct{ base http.RoundTripper }
 // llmArgs is what an llm step records as its args.
 type llmArgs struct {
 	Method string          `json:"method"`
-	URL    string          `json:"url"` // path and query
+	URL    string          `json:"url"`            // path and query
 	Body   json.RawMessage `json:"body,omitempty"` // canonical JSON, when the body is JSON
 	Raw    []byte          `json:"raw,omitempty"`  // the body, when it is not
 }
