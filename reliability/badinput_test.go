@@ -487,11 +487,12 @@ func TestPanickingDriver(t *testing.T) {
 			t.Fatal(err)
 		}
 		id, _ := k.Start(ctx, "a", 0)
-		for range 2 { // the second Run returns the recorded failure
+		for i := range 2 { // the second Run returns the recorded failure
 			_, err := k.Run(ctx, id)
 			var ee *sdk.ExecutionError
-			if !errors.As(err, &ee) || ee.Code != eventlog.FailPanic || !strings.Contains(ee.Message, "driver exploded in Create") {
-				t.Fatalf("Run = %v, want execution.failed{panic} naming the driver's panic", err)
+			if !errors.As(err, &ee) || ee.Code != eventlog.FailHandler || !strings.Contains(ee.Message, "driver exploded in Create") ||
+				(i == 0 && !errors.Is(err, resource.ErrDriverPanic)) {
+				t.Fatalf("Run = %v, want the recovered panic returned to the handler (ErrDriverPanic), failing the execution through it", err)
 			}
 		}
 		if got, want := fmt.Sprint(kindsOf(lineage(t, store, id))), "[execution.created dispatch.started execution.failed]"; got != want {
@@ -524,8 +525,8 @@ func TestPanickingDriver(t *testing.T) {
 		armed.Store(true)
 		_, err = k.Run(ctx, id) // opens the recorded binding: Open panics
 		var ee *sdk.ExecutionError
-		if !errors.As(err, &ee) || ee.Code != eventlog.FailPanic || !strings.Contains(ee.Message, "driver exploded in Open") {
-			t.Fatalf("second Run = %v, want execution.failed{panic} naming the driver's panic", err)
+		if !errors.As(err, &ee) || ee.Code != eventlog.FailHandler || !strings.Contains(ee.Message, "driver exploded in Open") || !errors.Is(err, resource.ErrDriverPanic) {
+			t.Fatalf("second Run = %v, want the recovered panic returned to the handler (ErrDriverPanic)", err)
 		}
 		want := "[execution.created dispatch.started resource.bound resource.captured dispatch.started execution.failed]"
 		if got := fmt.Sprint(kindsOf(lineage(t, store, id))); got != want {

@@ -81,8 +81,9 @@
 // and after: each gets a clear error and appends nothing. TestRefsWithDotDot,
 // TestNestedStep and TestPanickingDriver cover refs with "..", nested steps,
 // and drivers that panic or return an empty ref: a panicking Checkpoint is a
-// capture failure; a panicking Create or Open leaves sdk.Resource as a panic,
-// which the kernel records as execution.failed{panic}.
+// capture failure; a panicking Create or Open is recovered and returned by
+// sdk.Resource as an error wrapping resource.ErrDriverPanic, which the
+// handler may return (failing the execution with code handler) or handle.
 //
 // # Fuzzing
 //

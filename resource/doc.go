@@ -16,5 +16,7 @@
 // credentials (driver.ErrCredentials) and bindings that are not JSON
 // ([ErrBadBinding]); [Capture] turns a failing, panicking or empty-ref
 // checkpoint into a resource.capture_failed event instead of an error, so a
-// failed capture never changes the outcome of the call it follows.
+// failed capture never changes the outcome of the call it follows. A driver
+// whose Create or Open panics returns an error wrapping [ErrDriverPanic]
+// instead: the handler decides what to do with it.
 package resource

@@ -23,6 +23,10 @@ var ErrMismatch = errors.New("resource: driver does not match the recorded bindi
 // driver's binding type.
 var ErrBadBinding = errors.New("resource: binding is not JSON of the driver's binding type")
 
+// ErrDriverPanic is wrapped by the error of a Create or Open whose driver
+// panicked: the panic is recovered and returned as an error to the caller.
+var ErrDriverPanic = errors.New("resource: driver panicked")
+
 // Driver is a driver.Driver with its handle and binding types erased, so that
 // one execution can hold resources of different drivers. Make one with Erase.
 type Driver interface {
@@ -64,7 +68,8 @@ func (e erased[H, B]) Configuration() (json.RawMessage, error) {
 
 func (e erased[H, B]) CoverageReuse() bool { return driver.CoverageReuse(e.d) }
 
-func (e erased[H, B]) Create(ctx context.Context, from string) (any, json.RawMessage, error) {
+func (e erased[H, B]) Create(ctx context.Context, from string) (_ any, _ json.RawMessage, err error) {
+	defer recoverDriver(e.d.DriverID(), "Create", &err)
 	h, b, err := e.d.Create(ctx, from)
 	if err != nil {
 		return nil, nil, err
@@ -76,7 +81,8 @@ func (e erased[H, B]) Create(ctx context.Context, from string) (any, json.RawMes
 	return h, raw, nil
 }
 
-func (e erased[H, B]) Open(ctx context.Context, binding json.RawMessage) (any, error) {
+func (e erased[H, B]) Open(ctx context.Context, binding json.RawMessage) (_ any, err error) {
+	defer recoverDriver(e.d.DriverID(), "Open", &err)
 	var b B
 	dec := json.NewDecoder(bytes.NewReader(binding))
 	if err := dec.Decode(&b); err != nil {
@@ -196,6 +202,13 @@ func Capture(ctx context.Context, d Driver, handle any, key string, gen uint64, 
 		return &eventlog.ResourceCaptureFailed{Key: key, Reason: reason, Error: err.Error()}
 	}
 	return &eventlog.ResourceCaptured{Key: key, Ref: ref, Generation: gen, Reason: reason}
+}
+
+// recoverDriver turns a driver's panic into an error wrapping ErrDriverPanic.
+func recoverDriver(id, op string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %s.%s: %v", ErrDriverPanic, id, op, r)
+	}
 }
 
 func isNil(v any) bool {
