@@ -62,9 +62,19 @@ func sharedHistory(b *testing.B) *historyFixture {
 	return h
 }
 
-// writers runs step on w workers for the benchmark's iterations: a b.Loop
-// for one, b.RunParallel with w goroutines otherwise (w must be a multiple
-// of GOMAXPROCS). Each worker has its own index.
+// workersFor returns how many goroutines b.RunParallel starts for w
+// workers: w rounded up to a multiple of GOMAXPROCS (w itself for one).
+func workersFor(w int) int {
+	if w == 1 {
+		return 1
+	}
+	procs := runtime.GOMAXPROCS(0)
+	return (w + procs - 1) / procs * procs
+}
+
+// writers runs step on workersFor(w) workers for the benchmark's
+// iterations: a b.Loop for one, b.RunParallel otherwise. Each worker has
+// its own index, below workersFor(w).
 func writers(b *testing.B, w int, step func(worker int) error) {
 	b.Helper()
 	if w == 1 {
@@ -75,11 +85,7 @@ func writers(b *testing.B, w int, step func(worker int) error) {
 		}
 		return
 	}
-	procs := runtime.GOMAXPROCS(0)
-	if w%procs != 0 {
-		b.Fatalf("%d writers is not a multiple of GOMAXPROCS %d", w, procs)
-	}
-	b.SetParallelism(w / procs)
+	b.SetParallelism(workersFor(w) / runtime.GOMAXPROCS(0))
 	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		k := int(next.Add(1) - 1)
@@ -114,18 +120,19 @@ func BenchmarkDurableAppend(b *testing.B) {
 				}
 				defer s.Close()
 				var step func(int) error
+				workers := workersFor(w)
 				switch system {
 				case "forkline":
-					a, err := newForklineAppender(ctx, s.fl, w)
+					a, err := newForklineAppender(ctx, s.fl, workers)
 					if err != nil {
 						b.Fatal(err)
 					}
 					step = func(k int) error { return a.append(ctx, k) }
 				case "pebble":
-					a := newRawAppender(s.raw.db, s.rec, w)
+					a := newRawAppender(s.raw.db, s.rec, workers)
 					step = a.append
 				case "sqlite":
-					a := newSQLiteAppender(s.sq, s.rec, w)
+					a := newSQLiteAppender(s.sq, s.rec, workers)
 					step = func(k int) error { return a.append(ctx, k) }
 				}
 				var n atomic.Int64

@@ -43,7 +43,7 @@
 //
 // Each scenario checks what it measures: a replay in which a single step
 // ran live, a fork that selected no checkpoint, a workflow that returned the
-// wrong value fail the run ([errCheck]) instead of printing a number.
+// wrong value fail the run instead of printing a number.
 //
 // # Short mode
 //

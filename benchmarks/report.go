@@ -57,13 +57,20 @@ type Figure struct {
 	Rounds []float64 `json:"rounds,omitempty"`
 }
 
-// text formats the figure for the table.
+// text formats the figure for the table; long times are shown in larger
+// units (1,300,000 µs as 1.30 s).
 func (f Figure) text() string {
-	v := humanNumber(f.Value)
-	if f.Unit == "" {
-		return v
+	v, unit := f.Value, f.Unit
+	if unit == "µs" && v >= 10_000 {
+		v, unit = v/1000, "ms"
 	}
-	return v + " " + f.Unit
+	if unit == "ms" && v >= 10_000 {
+		v, unit = v/1000, "s"
+	}
+	if unit == "" {
+		return humanNumber(v)
+	}
+	return humanNumber(v) + " " + unit
 }
 
 // Machine describes where the figures were measured.
