@@ -203,6 +203,11 @@ type recLog struct {
 
 var errKilled = errors.New("proptest: dispatch killed")
 
+func newRecLog(store eventlog.IndexedLog, w *world) *recLog {
+	return &recLog{IndexedLog: store, w: w, budget: -1,
+		handles: map[eventlog.ID]map[string]string{}, snaps: map[eventlog.ID]map[uint64]map[string]map[string]string{}}
+}
+
 func (l *recLog) record(id eventlog.ID, evs []eventlog.Event, head uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -342,8 +347,7 @@ func TestKillAndRerunSameOutput(t *testing.T) {
 		defer w.llm.Close()
 		store, _ := pebblestore.Open("")
 		defer store.Close()
-		log := &recLog{IndexedLog: store, w: w, budget: -1,
-			handles: map[eventlog.ID]map[string]string{}, snaps: map[eventlog.ID]map[uint64]map[string]map[string]string{}}
+		log := newRecLog(store, w)
 		k, _ := sdk.New(log)
 		w.register(k)
 		id, err := k.Start(ctx, "prog", p)
@@ -403,8 +407,7 @@ func TestForksRestoreAndReplay(t *testing.T) {
 		defer w.llm.Close()
 		store, _ := pebblestore.Open("")
 		defer store.Close()
-		log := &recLog{IndexedLog: store, w: w, budget: -1,
-			handles: map[eventlog.ID]map[string]string{}, snaps: map[eventlog.ID]map[uint64]map[string]map[string]string{}}
+		log := newRecLog(store, w)
 		k, _ := sdk.New(log)
 		w.register(k)
 		root, err := k.Start(ctx, "prog", p)

@@ -115,26 +115,33 @@ func (t *Tool[A, R]) Call(ctx context.Context, args A) (R, error) {
 	if err != nil {
 		return zero, fmt.Errorf("%w: tool %q: args do not encode: %v", ErrInvalid, t.name, err)
 	}
-	res, err := d.do(ctx, call{
+	return doTyped(ctx, d, call{
 		kind: eventlog.StepTool, target: t.name, args: enc, affects: t.opts.affects, idem: t.opts.idem,
-		body: func(ctx context.Context) ([]byte, error) {
-			r, err := t.fn(ctx, args)
-			if err != nil {
-				return nil, err
-			}
-			b, err := encodeValue(r)
-			if err != nil {
-				return nil, fmt.Errorf("result does not encode: %w", err)
-			}
-			return b, nil
-		},
-	})
+	}, func(ctx context.Context) (R, error) { return t.fn(ctx, args) })
+}
+
+// doTyped runs c with fn as its body, encoding fn's result for the log and
+// decoding the recorded result (live or replayed alike) into R.
+func doTyped[R any](ctx context.Context, d *dispatch, c call, fn func(context.Context) (R, error)) (R, error) {
+	var zero R
+	c.body = func(ctx context.Context) ([]byte, error) {
+		r, err := fn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b, err := encodeValue(r)
+		if err != nil {
+			return nil, fmt.Errorf("result does not encode: %w", err)
+		}
+		return b, nil
+	}
+	res, err := d.do(ctx, c)
 	if err != nil {
 		return zero, err
 	}
 	var out R
 	if err := decodeValue(res, &out); err != nil {
-		return zero, fmt.Errorf("sdk: tool %q: recorded result %.200s does not decode into %T: %w", t.name, res, out, err)
+		return zero, fmt.Errorf("sdk: %s %q: recorded result %.200s does not decode into %T: %w", c.kind, c.target, res, out, err)
 	}
 	return out, nil
 }
@@ -158,26 +165,5 @@ func Step[R any](ctx context.Context, name string, fn func(context.Context) (R, 
 	if err != nil {
 		return zero, fmt.Errorf("step %q: %w", name, err)
 	}
-	res, err := d.do(ctx, call{
-		kind: eventlog.StepLocal, target: name, affects: o.affects, idem: o.idem,
-		body: func(ctx context.Context) ([]byte, error) {
-			r, err := fn(ctx)
-			if err != nil {
-				return nil, err
-			}
-			b, err := encodeValue(r)
-			if err != nil {
-				return nil, fmt.Errorf("result does not encode: %w", err)
-			}
-			return b, nil
-		},
-	})
-	if err != nil {
-		return zero, err
-	}
-	var out R
-	if err := decodeValue(res, &out); err != nil {
-		return zero, fmt.Errorf("sdk: step %q: recorded result %.200s does not decode into %T: %w", name, res, out, err)
-	}
-	return out, nil
+	return doTyped(ctx, d, call{kind: eventlog.StepLocal, target: name, affects: o.affects, idem: o.idem}, fn)
 }

@@ -597,24 +597,33 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	return id, nil
 }
 
+// enterLineage reads id's head and enters the store for a read of its
+// lineage up to that head; on success the caller must call s.leave.
+func (s *Store) enterLineage(ctx context.Context, id eventlog.ID) (*execution, uint64, error) {
+	head, err := s.Head(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.enter(ctx); err != nil {
+		return nil, 0, err
+	}
+	e, err := s.execution(id)
+	if err != nil {
+		s.leave()
+		return nil, 0, err
+	}
+	return e, head, nil
+}
+
 // Events implements eventlog.Log.
 func (s *Store) Events(ctx context.Context, id eventlog.ID, from uint64) iter.Seq2[eventlog.Event, error] {
 	return func(yield func(eventlog.Event, error) bool) {
-		head, err := s.Head(ctx, id)
+		e, head, err := s.enterLineage(ctx, id)
 		if err != nil {
-			yield(eventlog.Event{}, err)
-			return
-		}
-		if err := s.enter(ctx); err != nil {
 			yield(eventlog.Event{}, err)
 			return
 		}
 		defer s.leave()
-		e, err := s.execution(id)
-		if err != nil {
-			yield(eventlog.Event{}, err)
-			return
-		}
 		next := max(from, 1)
 		for _, seg := range e.lineage {
 			hi := min(seg.hi, head)
@@ -738,21 +747,12 @@ func (s *Store) resourceStates(e *execution, at uint64) ([]eventlog.ResourceStat
 // ResourceHistory implements eventlog.Index.
 func (s *Store) ResourceHistory(ctx context.Context, id eventlog.ID, key string, after uint64) iter.Seq2[eventlog.ResourceState, error] {
 	return func(yield func(eventlog.ResourceState, error) bool) {
-		head, err := s.Head(ctx, id)
+		e, head, err := s.enterLineage(ctx, id)
 		if err != nil {
-			yield(eventlog.ResourceState{}, err)
-			return
-		}
-		if err := s.enter(ctx); err != nil {
 			yield(eventlog.ResourceState{}, err)
 			return
 		}
 		defer s.leave()
-		e, err := s.execution(id)
-		if err != nil {
-			yield(eventlog.ResourceState{}, err)
-			return
-		}
 		for _, seg := range e.lineage {
 			hi := min(seg.hi, head)
 			lo := max(seg.lo, after+1)
