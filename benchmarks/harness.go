@@ -16,8 +16,8 @@ import (
 // Config says how large and how long a harness run is. The zero value is a
 // full run with the defaults below.
 type Config struct {
-	// Short selects the small sizes CI runs (a few thousand events, a
-	// thousand files) and, unless set, a Duration of 100ms and one Round.
+	// Short selects the small sizes CI runs (at most 10,000 events, 500
+	// files) and, unless set, a Duration of 100ms and one Round.
 	// Default false: the full sizes of the scenarios (1,000,000 events,
 	// 10,000 files).
 	Short bool
