@@ -269,7 +269,7 @@ func BenchmarkReplayMemory(b *testing.B) {
 		var m memoryFigures
 		for b.Loop() {
 			var err error
-			if m, err = measureMemory(context.Background(), b.TempDir(), events); err != nil {
+			if m, err = measureMemory(context.Background(), b.TempDir(), events, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

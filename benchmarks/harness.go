@@ -39,6 +39,10 @@ type Config struct {
 	TempDir string
 	// Progress receives one line per measurement. Default nil: silent.
 	Progress io.Writer
+	// HeapProfile, when set, receives the heap profile taken when the
+	// handler of scenario 3m's large replay returns (after a collection):
+	// what Run holds then, by allocation site. Default nil: none.
+	HeapProfile io.Writer
 }
 
 // withDefaults returns c with every unset field at its default.

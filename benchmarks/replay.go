@@ -3,10 +3,12 @@ package benchmarks
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,8 +221,9 @@ func liveHeap() uint64 {
 }
 
 // measureMemory builds a replay execution of events events (an odd count
-// rounds down to whole steps) and returns its heap figures.
-func measureMemory(ctx context.Context, dir string, events int) (memoryFigures, error) {
+// rounds down to whole steps) and returns its heap figures. If profile is
+// not nil, the heap profile at the end of the handler is written to it.
+func measureMemory(ctx context.Context, dir string, events int, profile io.Writer) (memoryFigures, error) {
 	steps := max((events-2)/2, 1)
 	rk, err := openReplayKernel(ctx, dir, steps, pebblestore.WithoutSync())
 	if err != nil {
@@ -264,7 +267,13 @@ func measureMemory(ctx context.Context, dir string, events int) (memoryFigures, 
 	}
 	base := liveHeap()
 	var atEnd uint64
-	rk.atEnd = func() { atEnd = liveHeap() }
+	var profErr error
+	rk.atEnd = func() {
+		atEnd = liveHeap()
+		if profile != nil {
+			profErr = pprof.Lookup("heap").WriteTo(profile, 0)
+		}
+	}
 	defer func() { rk.atEnd = nil }()
 	old := debug.SetGCPercent(10)
 	defer debug.SetGCPercent(old)
@@ -295,6 +304,9 @@ func measureMemory(ctx context.Context, dir string, events int) (memoryFigures, 
 	if err != nil {
 		return m, err
 	}
+	if profErr != nil {
+		return m, fmt.Errorf("heap profile: %w", profErr)
+	}
 	if peak := max(sampled, atEnd); peak > base {
 		m.peak = peak - base
 	}
@@ -307,13 +319,17 @@ func measureMemory(ctx context.Context, dir string, events int) (memoryFigures, 
 func runMemory(e *env) ([]Row, error) {
 	var figs []memoryFigures
 	load := loadAverage()[0]
-	for _, n := range []int{e.sizes.MemorySmall, e.sizes.MemoryEvents} {
+	for i, n := range []int{e.sizes.MemorySmall, e.sizes.MemoryEvents} {
 		dir, err := e.mkdir("memory")
 		if err != nil {
 			return nil, err
 		}
 		e.logf("   replaying %d events", n)
-		m, err := measureMemory(e.ctx, dir, n)
+		var profile io.Writer
+		if i == 1 {
+			profile = e.cfg.HeapProfile
+		}
+		m, err := measureMemory(e.ctx, dir, n, profile)
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,10 @@
 //	-run regexp   only the scenarios whose number or name matches
 //	-tmp dir      where the on-disk stores go (default the system temporary folder;
 //	              it must be a real disk: most figures are bounded by fsync)
-//	-cpuprofile f write a CPU profile of the run
+//	-cpuprofile f write a CPU profile of the run (each measurement carries the
+//	              pprof label contestant=<name>: cut it with -tagfocus)
+//	-heapprofile f write the heap profile taken when the handler of scenario
+//	              3m's large replay returns
 //	-quiet        no progress lines on stderr
 //
 // The scenarios, their baselines and targets are described in

@@ -22,7 +22,7 @@ func main() {
 
 func run() error {
 	var cfg benchmarks.Config
-	var out, runExpr, cpuProfile string
+	var out, runExpr, cpuProfile, heapProfile string
 	var quiet bool
 	flag.BoolVar(&cfg.Short, "short", false, "small sizes and one short round (what CI runs)")
 	flag.DurationVar(&cfg.Duration, "duration", 0, "measurement time per contestant per round (default 2s; short 100ms)")
@@ -31,6 +31,7 @@ func run() error {
 	flag.StringVar(&runExpr, "run", "", "only scenarios whose number or name matches this regexp")
 	flag.StringVar(&cfg.TempDir, "tmp", "", "folder for the on-disk stores (default: the system temporary folder)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&heapProfile, "heapprofile", "", "write the heap profile taken at the end of scenario 3m's large replay to this file")
 	flag.BoolVar(&quiet, "quiet", false, "no progress lines")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -62,6 +63,14 @@ func run() error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if heapProfile != "" {
+		f, err := os.Create(heapProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.HeapProfile = f
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
