@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"testing"
 	"time"
 
@@ -117,16 +116,6 @@ func (a *agent) run(n int, pick func(int) int) {
 			a.step(eventlog.StepTool, "read_file")
 		default:
 			a.step(eventlog.StepLocal, "insert", "db")
-		}
-	}
-}
-
-func lineage(events []eventlog.Event) iter.Seq2[eventlog.Event, error] {
-	return func(yield func(eventlog.Event, error) bool) {
-		for _, ev := range events {
-			if !yield(ev, nil) {
-				return
-			}
 		}
 	}
 }

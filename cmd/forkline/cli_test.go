@@ -34,9 +34,6 @@ func runCLI(t testing.TB, args ...string) (stdout, stderr string, code int) {
 
 var (
 	uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
-	// the durations and addresses no fixture controls
-	portRE = regexp.MustCompile(`127\.0\.0\.1:\d+`)
 )
 
 // maskIDs replaces every ID with new1new1-…, new2new2-…, … in order of

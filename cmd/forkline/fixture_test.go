@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -322,20 +321,4 @@ func logFingerprint(t testing.TB, log eventlog.Log) string {
 		}
 	}
 	return b.String()
-}
-
-// files lists the regular files under dir, sorted, for checks that a
-// command created no file.
-func listFiles(t testing.TB, dir string) []string {
-	t.Helper()
-	var out []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel(dir, p)
-			out = append(out, rel)
-		}
-		return nil
-	})
-	slices.Sort(out)
-	return out
 }

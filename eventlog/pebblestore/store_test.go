@@ -503,12 +503,11 @@ func TestLineageReads(t *testing.T) {
 	root := l.create(t, s)
 	l.append(t, s, root, 9) // root: 1..10
 	type fork struct {
-		name          string
-		parent        *eventlog.ID
-		at            uint64
-		own           int
-		id            eventlog.ID
-		wantParentSeq uint64
+		name   string
+		parent *eventlog.ID
+		at     uint64
+		own    int
+		id     eventlog.ID
 	}
 	f1 := &fork{name: "fork of the root", parent: &root, at: 6, own: 5}
 	f1.id = l.fork(t, s, root, f1.at)

@@ -293,7 +293,7 @@ func parseSelection(s string) (eventlog.ForkSelection, error) {
 	bad := func(why string) (eventlog.ForkSelection, error) {
 		return eventlog.ForkSelection{}, fmt.Errorf("fork: select=%q: %s (want KEY:REF@AT/gGEN or KEY:REF@AT/gGEN/covered)", s, why)
 	}
-	rest := s
+	var rest string
 	if strings.HasPrefix(s, `"`) {
 		q, err := strconv.QuotedPrefix(s)
 		if err != nil {
