@@ -120,11 +120,9 @@ type badInHandler struct {
 
 func noop[A any](context.Context, A) (int, error) { return 0, nil }
 
-// DESIGN §7: every bad input gets a clear error and appends nothing —
-// compared event by event, over every execution, before and after the bad
-// call.
-func TestBadInput(t *testing.T) {
-	ctx := context.Background()
+// memKernel returns a kernel on an in-memory log, closed at cleanup.
+func memKernel(t testing.TB) (*pebblestore.Store, *sdk.Kernel) {
+	t.Helper()
 	store, err := pebblestore.Open("")
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +132,15 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store, k
+}
+
+// DESIGN §7: every bad input gets a clear error and appends nothing —
+// compared event by event, over every execution, before and after the bad
+// call.
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	store, k := memKernel(t)
 	drv := testdriver.New()
 
 	cases := []badInHandler{
@@ -223,7 +230,7 @@ func TestBadInput(t *testing.T) {
 		before, after map[eventlog.ID][]string
 	}
 	outcomes := map[string]outcome{}
-	err = sdk.Register(k, "bad", func(ctx context.Context, name string) (string, error) {
+	err := sdk.Register(k, "bad", func(ctx context.Context, name string) (string, error) {
 		for _, c := range cases {
 			if c.name != name {
 				continue
@@ -374,18 +381,10 @@ func wantClearError(t *testing.T, err error, is []error, says string) {
 // ErrNestedStep and appends nothing; the outer step records its outcome.
 func TestNestedStep(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	k, err := sdk.New(store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, k := memKernel(t)
 	var inner error
 	var before, after map[eventlog.ID][]string
-	err = sdk.Register(k, "nest", func(ctx context.Context, _ int) (int, error) {
+	err := sdk.Register(k, "nest", func(ctx context.Context, _ int) (int, error) {
 		return sdk.Step(ctx, "outer", func(ctx context.Context) (int, error) {
 			before = snapshot(t, store)
 			_, inner = sdk.DefineTool("t", noop[int]).Call(ctx, 1)
@@ -409,23 +408,11 @@ func TestNestedStep(t *testing.T) {
 // TestPanickingDriver: a driver that panics never crashes the kernel.
 // Checkpoint: the panic is a capture failure (resource.capture_failed),
 // the call's outcome stands and the resource stays uncovered (DESIGN §5).
-// Create and Open: the panic leaves sdk.Resource as a panic in the handler,
-// which the kernel recovers and records as execution.failed{panic}; nothing
+// Create and Open: the panic is recovered into an error wrapping
+// resource.ErrDriverPanic that sdk.Resource returns to the handler; nothing
 // of the resource is recorded.
 func TestPanickingDriver(t *testing.T) {
 	ctx := context.Background()
-	newKernel := func(t *testing.T) (*pebblestore.Store, *sdk.Kernel) {
-		store, err := pebblestore.Open("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = store.Close() })
-		k, err := sdk.New(store)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return store, k
-	}
 
 	for _, c := range []struct {
 		name string
@@ -436,7 +423,7 @@ func TestPanickingDriver(t *testing.T) {
 		{"empty ref", faultyDriver{Driver: testdriver.New(), emptyRef: true}, "empty checkpoint ref"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			store, k := newKernel(t)
+			store, k := memKernel(t)
 			err := sdk.Register(k, "a", func(ctx context.Context, _ int) (string, error) {
 				ws, err := sdk.Resource(ctx, "ws", c.drv)
 				if err != nil {
@@ -478,7 +465,7 @@ func TestPanickingDriver(t *testing.T) {
 	}
 
 	t.Run("create panics", func(t *testing.T) {
-		store, k := newKernel(t)
+		store, k := memKernel(t)
 		err := sdk.Register(k, "a", func(ctx context.Context, _ int) (int, error) {
 			_, err := sdk.Resource(ctx, "ws", faultyDriver{Driver: testdriver.New(), panicIn: "create"})
 			return 0, err
@@ -501,7 +488,7 @@ func TestPanickingDriver(t *testing.T) {
 	})
 
 	t.Run("open panics", func(t *testing.T) {
-		store, k := newKernel(t)
+		store, k := memKernel(t)
 		var armed atomic.Bool
 		bound := make(chan struct{}, 1)
 		drv := faultyDriver{Driver: testdriver.New(), panicIn: "open", armed: &armed}

@@ -242,18 +242,10 @@ func TestConcurrentExecutionsAndForks(t *testing.T) {
 // the handler and every other returns ErrBusy.
 func TestConcurrentRunsOneBusy(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	k, err := sdk.New(store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, k := memKernel(t)
 	release := make(chan struct{})
 	var entered atomic.Int64
-	err = sdk.Register(k, "block", func(ctx context.Context, _ int) (int, error) {
+	err := sdk.Register(k, "block", func(ctx context.Context, _ int) (int, error) {
 		entered.Add(1)
 		<-release
 		return 7, nil
