@@ -3,11 +3,14 @@ package sdk
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
 )
@@ -66,12 +69,23 @@ func canonicalJSON(b []byte) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// errInvalidUTF8 classifies args that hold a string that is not valid UTF-8.
+var errInvalidUTF8 = errors.New("a string is not valid UTF-8")
+
 // canonicalArgs encodes a call's args canonically; the canonical form is
 // what is recorded, so it is what must fit MaxValueSize (it can be larger
-// than the plain encoding: invalid UTF-8 becomes U+FFFD).
+// than the plain encoding).
+//
+// Args holding a string that is not valid UTF-8 are refused: JSON has no
+// way to say such bytes, encoding/json writes each invalid byte as U+FFFD,
+// and two different strings would get one StepID — the second call would
+// replay the first one's result.
 func canonicalArgs(v any) ([]byte, error) {
 	b, err := encodeValue(v)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkUTF8(b, v); err != nil {
 		return nil, err
 	}
 	c, err := canonicalJSON(b)
@@ -82,6 +96,85 @@ func canonicalArgs(v any) ([]byte, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkUTF8 refuses the encoding b of v when v held invalid UTF-8: raw
+// invalid bytes (from a MarshalJSON or a json.RawMessage), or a string that
+// encoding/json wrote with \ufffd escapes. That escape is looked for first,
+// since encoding/json writes it for nothing else of its own; only when it is
+// there is v walked, because JSON that v carries as written (a RawMessage)
+// may hold the escape legitimately.
+func checkUTF8(b []byte, v any) error {
+	if !utf8.Valid(b) {
+		return fmt.Errorf("%w (raw bytes)", errInvalidUTF8)
+	}
+	if !bytes.Contains(b, []byte(`\ufffd`)) {
+		return nil
+	}
+	if path, bad := invalidUTF8(reflect.ValueOf(v), "args", 0); bad {
+		return fmt.Errorf("%w: %s", errInvalidUTF8, path)
+	}
+	return nil
+}
+
+var (
+	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// invalidUTF8 reports where v holds a string that is not valid UTF-8, as
+// encoding/json would encode it. v encoded without error, so it has no
+// cycle; depth bounds the walk all the same.
+func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
+	if !v.IsValid() || depth > 1000 {
+		return "", false
+	}
+	if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
+		return "", false
+	}
+	t := v.Type()
+	if t.Implements(jsonMarshalerType) {
+		return "", false // its output was checked as raw bytes
+	}
+	if t.Implements(textMarshalerType) {
+		text, err := v.Interface().(encoding.TextMarshaler).MarshalText()
+		return path, err == nil && !utf8.Valid(text)
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return path, !utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		return invalidUTF8(v.Elem(), path, depth+1)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() || f.Anonymous {
+				if p, bad := invalidUTF8(v.Field(i), path+"."+f.Name, depth+1); bad {
+					return p, true
+				}
+			}
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			k := it.Key()
+			if p, bad := invalidUTF8(k, path+" key", depth+1); bad {
+				return p, true
+			}
+			if p, bad := invalidUTF8(it.Value(), fmt.Sprintf("%s[%q]", path, k.Interface()), depth+1); bad {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "", false // bytes encode as base64
+		}
+		for i := range v.Len() {
+			if p, bad := invalidUTF8(v.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1); bad {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // decodeValue decodes recorded JSON into out; fields the recorded value has

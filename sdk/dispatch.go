@@ -33,6 +33,12 @@ type dispatch struct {
 	res     map[string]*bound   // resources obtained in this dispatch
 	dead    error               // an append failed: the dispatch stops
 	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
+	ended   bool                // the handler returned: calls are refused
+
+	// calls counts the calls (do, obtain) in progress; once ended is set
+	// no call joins, and the dispatch waits for those in progress before it
+	// records how it ended, so nothing lands after a terminal event.
+	calls sync.WaitGroup
 
 	// resMu serializes Resource calls; bodyMu serializes tool and local
 	// step bodies while the execution has resources (DESIGN §5).
@@ -147,7 +153,9 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	}
 
 	defer d.closeHandles()
-	hctx := context.WithValue(ctx, dispatchKey{}, d)
+	cctx, cancelCalls := context.WithCancel(ctx)
+	defer cancelCalls()
+	hctx := context.WithValue(cctx, dispatchKey{}, d)
 	out, herr := func() (out []byte, err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -159,6 +167,7 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 		}()
 		return h(hctx, d.state.Input)
 	}()
+	d.endCalls(cancelCalls)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -174,7 +183,7 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	if herr != nil {
 		if ctx.Err() != nil {
 			// Cancelled: nothing is recorded, the execution stays resumable.
-			return nil, fmt.Errorf("sdk: execution %s: dispatch cancelled: %w (handler: %v)", d.id, ctx.Err(), herr)
+			return nil, fmt.Errorf("sdk: execution %s: dispatch cancelled: %w (handler: %v)", d.id, context.Cause(ctx), herr)
 		}
 		fail := &ExecutionError{ID: d.id, Code: eventlog.FailHandler, Message: herr.Error(), cause: herr}
 		if err := d.appendLocked(false, &eventlog.ExecutionFailed{Error: fail.Message, Code: fail.Code}); err != nil {
@@ -188,6 +197,29 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 		return nil, err
 	}
 	return &Result{ID: d.id, Output: out}, nil
+}
+
+// endCalls ends the handler's part of the dispatch: a call made from now on
+// (by a goroutine the handler left behind) returns ErrNotInExecution and
+// appends nothing, and calls still in progress see their context cancelled
+// and are waited for, so their terminal events land before the dispatch's
+// own. Bodies never overlap a dispatch's end.
+func (d *dispatch) endCalls(cancel context.CancelFunc) {
+	d.mu.Lock()
+	d.ended = true
+	d.mu.Unlock()
+	cancel()
+	d.calls.Wait()
+}
+
+// enterCall admits a call of the handler, or refuses it once the handler
+// has returned. d.mu is held. A nil error must be paired with calls.Done.
+func (d *dispatch) enterCallLocked(kind, target string) error {
+	if d.ended {
+		return fmt.Errorf("%w: %s %q called after its handler returned", ErrNotInExecution, kind, target)
+	}
+	d.calls.Add(1)
+	return nil
 }
 
 // closeHandles closes, when the dispatch ends, every handle it obtained that
@@ -247,6 +279,11 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s %q called inside the body of %q", ErrNestedStep, c.kind, c.target, si.target)
 	}
 	d.mu.Lock()
+	if err := d.enterCallLocked(string(c.kind), c.target); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	defer d.calls.Done()
 	if err := d.usableLocked(); err != nil {
 		d.mu.Unlock()
 		return nil, err
@@ -280,6 +317,8 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 			return nil, d.resolveIndeterminate(stepID, c)
 		}
 		attempt = rec.Attempts + 1
+	} else if err := notStarted(ctx, c); err != nil {
+		return nil, err
 	} else if d.k.gate != nil {
 		if dec := d.decide(ctx, c); !dec.Allow {
 			d.mu.Lock()
@@ -292,6 +331,15 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		}
 	}
 	return d.live(ctx, stepID, attempt, c)
+}
+
+// notStarted refuses to start c live once ctx is done: a cancelled
+// dispatch runs nothing more (its recorded calls still replay).
+func notStarted(ctx context.Context, c call) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sdk: %s %q not started: %w", c.kind, c.target, err)
+	}
+	return nil
 }
 
 // decide asks the gate; a panicking gate denies.
@@ -329,6 +377,9 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	if c.kind != eventlog.StepLLM && d.hasResources() {
 		d.bodyMu.Lock()
 		defer d.bodyMu.Unlock()
+	}
+	if err := notStarted(ctx, c); err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	if err := d.usableLocked(); err != nil {
@@ -427,6 +478,11 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	d.mu.Lock()
+	if err := d.enterCallLocked("resource", key); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	defer d.calls.Done()
 	if err := d.usableLocked(); err != nil {
 		d.mu.Unlock()
 		return nil, err
@@ -461,6 +517,9 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 		return h, nil
 	}
 
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sdk: resource %q not created: %w", key, err)
+	}
 	from, reuse := "", drv.CoverageReuse()
 	if hasBinding {
 		// Inherited from the parent: never opened; the fork gets its own

@@ -22,8 +22,9 @@ var ErrResourceMismatch = resource.ErrMismatch
 // context does not come from a running handler.
 var ErrNotInExecution = errors.New("sdk: not called from a running handler")
 
-// ErrBusy is returned by Run for an execution that is already running in
-// this kernel.
+// ErrBusy is returned by Run for an execution that has a live owner: a Run
+// of this kernel, or — through the store's eventlog.Leaser — of another
+// kernel on the same store. The error also says whose lease it is.
 var ErrBusy = errors.New("sdk: execution is already running")
 
 // ErrIndeterminate is wrapped by the error of an at_most_once call whose

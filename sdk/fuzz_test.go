@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/sdk"
@@ -58,6 +60,16 @@ func identityRig(t *testing.T) *sdk.Kernel {
 // StepID and args recorded in its step.started.
 func callEcho(t *testing.T, args any) (string, []byte) {
 	t.Helper()
+	k, id := startEcho(t, args)
+	if _, err := k.Run(context.Background(), id); err != nil {
+		t.Fatalf("run with args %#v: %v", args, err)
+	}
+	return recordedStart(t, k, id)
+}
+
+// startEcho starts an execution of "ident" that will call echo with args.
+func startEcho(t *testing.T, args any) (*sdk.Kernel, eventlog.ID) {
+	t.Helper()
 	k := identityRig(t)
 	ik := &identityKernel
 	ik.mu.Lock()
@@ -65,19 +77,40 @@ func callEcho(t *testing.T, args any) (string, []byte) {
 	token := fmt.Sprint(ik.next)
 	ik.args[token] = args
 	ik.mu.Unlock()
-	defer func() {
+	t.Cleanup(func() {
 		ik.mu.Lock()
 		delete(ik.args, token)
 		ik.mu.Unlock()
-	}()
-	ctx := context.Background()
-	id, err := k.Start(ctx, "ident", token)
+	})
+	id, err := identityRig(t).Start(context.Background(), "ident", token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.Run(ctx, id); err != nil {
-		t.Fatalf("run with args %#v: %v", args, err)
+	return k, id
+}
+
+// runEcho is callEcho for args that must be refused: it returns Run's
+// error and fails if the refused call appended a step.started.
+func runEcho(t *testing.T, args any) error {
+	t.Helper()
+	k, id := startEcho(t, args)
+	ctx := context.Background()
+	_, runErr := k.Run(ctx, id)
+	for ev, err := range k.Events(ctx, id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind() == eventlog.KindStepStarted {
+			t.Fatalf("args %#v: refused, yet a step.started was appended", args)
+		}
 	}
+	return runErr
+}
+
+// recordedStart returns the StepID and args of id's first step.started.
+func recordedStart(t *testing.T, k *sdk.Kernel, id eventlog.ID) (string, []byte) {
+	t.Helper()
+	ctx := context.Background()
 	for ev, err := range k.Events(ctx, id) {
 		if err != nil {
 			t.Fatal(err)
@@ -125,6 +158,14 @@ func FuzzStepIdentity(f *testing.F) {
 		}
 		if _, err := dec.Token(); err != io.EOF {
 			return // trailing data: not one JSON value
+		}
+		if !utf8.Valid(data) {
+			// JSON text that is not UTF-8 cannot say its strings: as raw
+			// args it is refused, appending nothing.
+			if err := runEcho(t, json.RawMessage(data)); !errors.Is(err, sdk.ErrInvalid) {
+				t.Fatalf("args %q that are not UTF-8: Run = %v, want ErrInvalid", data, err)
+			}
+			return
 		}
 		rng := rand.New(rand.NewPCG(seed, seed>>7))
 		var permuted bytes.Buffer

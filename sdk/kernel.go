@@ -2,8 +2,12 @@ package sdk
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -22,6 +26,11 @@ type Kernel struct {
 	ownsLog bool
 	gate    policy.Gate
 	now     func() time.Time
+
+	// owner names this kernel in the store's leases (eventlog.Leaser);
+	// leaseTTL is how long a claim lasts unless renewed.
+	owner    string
+	leaseTTL time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -49,6 +58,48 @@ func WithGate(g policy.Gate) Option {
 	}
 }
 
+// DefaultLeaseTTL is how long a kernel's claim on an execution lasts without
+// renewal; a running dispatch renews it every third of that.
+const DefaultLeaseTTL = 30 * time.Second
+
+// WithOwner names the kernel in the store's leases: two kernels on one store
+// (in one process, or on many hosts) must have different names. The default
+// is the host name, the process ID and a random suffix.
+func WithOwner(name string) Option {
+	return func(k *Kernel) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty owner name", ErrInvalid)
+		}
+		k.owner = name
+		return nil
+	}
+}
+
+// WithLeaseTTL sets how long a claim on an execution lasts without renewal
+// (default DefaultLeaseTTL). A kernel that stops renewing — a paused or
+// partitioned process — loses its executions to another kernel after it,
+// and every append it tries after that is refused (eventlog.ErrLeaseLost).
+func WithLeaseTTL(d time.Duration) Option {
+	return func(k *Kernel) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: lease TTL %v; it must be positive", ErrInvalid, d)
+		}
+		k.leaseTTL = d
+		return nil
+	}
+}
+
+// defaultOwner names a kernel uniquely: host, process and a random suffix.
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(r[:]))
+}
+
 // Open opens a kernel on the Pebble log in dir, or in memory when dir is "".
 func Open(dir string, opts ...Option) (*Kernel, error) {
 	store, err := pebblestore.Open(dir)
@@ -70,7 +121,7 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 	if log == nil {
 		return nil, fmt.Errorf("%w: nil log", ErrInvalid)
 	}
-	k := &Kernel{log: log, now: time.Now}
+	k := &Kernel{log: log, now: time.Now, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL}
 	k.mu.agents = make(map[string]handler)
 	k.mu.running = make(map[eventlog.ID]bool)
 	for _, opt := range opts {
@@ -169,18 +220,11 @@ func (r *Result) Decode(out any) error {
 // cancelled (the execution stays resumable). Running a finished execution
 // returns its recorded outcome and runs nothing.
 func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
-	k.mu.Lock()
-	if k.mu.running[id] {
-		k.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s", ErrBusy, id)
+	ctx, release, err := k.own(ctx, id)
+	if err != nil {
+		return nil, err
 	}
-	k.mu.running[id] = true
-	k.mu.Unlock()
-	defer func() {
-		k.mu.Lock()
-		delete(k.mu.running, id)
-		k.mu.Unlock()
-	}()
+	defer release()
 
 	d, err := k.load(ctx, id)
 	if err != nil {
@@ -197,6 +241,68 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 		return nil, fmt.Errorf("%w: execution %s is of agent %q, which is not registered", ErrInvalid, id, d.state.Agent)
 	}
 	return d.run(ctx, h)
+}
+
+// own makes this kernel the owner of id for one Run: through the store's
+// eventlog.Leaser when the log has one (so that every kernel on the store
+// agrees), else in this kernel alone. The returned context carries the
+// lease's epoch, so every append of the dispatch is fenced, and is
+// cancelled, with a cause wrapping eventlog.ErrLeaseLost, if a renewal
+// finds the lease taken over. release ends the ownership.
+func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, func(), error) {
+	leaser, ok := k.log.(eventlog.Leaser)
+	if !ok {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.mu.running[id] {
+			return nil, nil, fmt.Errorf("%w: %s", ErrBusy, id)
+		}
+		k.mu.running[id] = true
+		return ctx, func() {
+			k.mu.Lock()
+			delete(k.mu.running, id)
+			k.mu.Unlock()
+		}, nil
+	}
+	lease, err := leaser.Claim(ctx, id, k.owner, k.leaseTTL)
+	if errors.Is(err, eventlog.ErrLeaseHeld) {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	lctx, cancel := context.WithCancelCause(eventlog.WithEpoch(ctx, lease.Epoch))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(k.leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				renewed, err := leaser.Renew(context.WithoutCancel(ctx), lease, k.leaseTTL)
+				if errors.Is(err, eventlog.ErrLeaseLost) {
+					cancel(fmt.Errorf("sdk: execution %s: %w", id, err))
+					return
+				}
+				if err == nil {
+					lease = renewed
+				}
+				// Another error (a closed store) is retried at the next
+				// tick; the lease still holds until it expires, and a
+				// takeover after that is refused at the next append.
+			}
+		}
+	}()
+	return lctx, func() {
+		close(stop)
+		<-done
+		cancel(nil)
+		_ = leaser.Release(context.WithoutCancel(ctx), lease)
+	}, nil
 }
 
 // load folds id's lineage into a new dispatch.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
 )
@@ -72,7 +73,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// port, a proxy) is the same call.
 	args := llmArgs{Method: req.Method, URL: req.URL.RequestURI()}
 	target := req.URL.Host + req.URL.Path
-	if canon, err := canonicalJSON(body); err == nil && len(body) > 0 {
+	// A body that is not valid UTF-8 is recorded raw: as JSON its invalid
+	// bytes would all read as U+FFFD, and two different requests would be
+	// one call.
+	if canon, err := canonicalJSON(body); err == nil && len(body) > 0 && utf8.Valid(body) {
 		args.Body = canon
 		var probe struct {
 			Model string `json:"model"`

@@ -77,6 +77,7 @@ type execution struct {
 		loaded bool
 		head   uint64
 		index  *eventlog.IndexState
+		lease  eventlog.LeaseState // in memory: see lease.go
 	}
 }
 
@@ -501,6 +502,9 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	defer e.mu.Unlock()
 	if err := s.loadLocked(e); err != nil {
 		return 0, err
+	}
+	if err := e.mu.lease.Admit(ctx, id, time.Now()); err != nil {
+		return 0, fmt.Errorf("pebblestore: %w", err)
 	}
 	if e.mu.head != expectedHead {
 		return 0, fmt.Errorf("%w: execution %s: head is %d, expected %d", eventlog.ErrConflict, id, e.mu.head, expectedHead)

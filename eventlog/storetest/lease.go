@@ -1,0 +1,227 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+)
+
+// LeaseStore is what the lease checks need of a store.
+type LeaseStore interface {
+	eventlog.Log
+	eventlog.Leaser
+}
+
+// TestLeaser checks the eventlog.Leaser contract of the stores open makes;
+// open returns a fresh, empty store each call and closes it at cleanup.
+func TestLeaser(t *testing.T, open func(t *testing.T) LeaseStore) {
+	t.Run("ClaimRenewRelease", func(t *testing.T) { testClaimRenewRelease(t, open(t)) })
+	t.Run("Takeover", func(t *testing.T) { testTakeover(t, open(t)) })
+	t.Run("Fencing", func(t *testing.T) { testFencing(t, open(t)) })
+	t.Run("BadInput", func(t *testing.T) { testLeaseBadInput(t, open(t)) })
+	t.Run("RacingClaims", func(t *testing.T) { testRacingClaims(t, open(t)) })
+}
+
+func newExecution(t *testing.T, s eventlog.Log) eventlog.ID {
+	t.Helper()
+	id, err := s.Create(t.Context(), &eventlog.ExecutionCreated{Agent: "a", Input: []byte(`{}`)}, time.Now())
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return id
+}
+
+func dispatchEvent(n uint64) eventlog.Event {
+	return eventlog.Event{Data: &eventlog.DispatchStarted{Dispatch: n}}
+}
+
+func testClaimRenewRelease(t *testing.T, s LeaseStore) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	if _, ok, err := s.Holder(ctx, id); err != nil || ok {
+		t.Fatalf("Holder of a new execution = %v, %v; want none", ok, err)
+	}
+	l, err := s.Claim(ctx, id, "A", time.Minute)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if l.ID != id || l.Owner != "A" || l.Epoch == 0 || !l.Expires.After(time.Now()) {
+		t.Fatalf("Claim returned %+v", l)
+	}
+	if h, ok, err := s.Holder(ctx, id); err != nil || !ok || h.Epoch != l.Epoch || h.Owner != "A" {
+		t.Fatalf("Holder = %+v, %v, %v; want A's lease", h, ok, err)
+	}
+	// A live lease is held against everyone, its own owner too.
+	for _, owner := range []string{"B", "A"} {
+		_, err := s.Claim(ctx, id, owner, time.Minute)
+		var held *eventlog.HeldError
+		if !errors.Is(err, eventlog.ErrLeaseHeld) || !errors.As(err, &held) || held.Lease.Owner != "A" {
+			t.Fatalf("Claim by %s of a held execution = %v, want ErrLeaseHeld naming A", owner, err)
+		}
+	}
+	r, err := s.Renew(ctx, l, 2*time.Minute)
+	if err != nil || r.Epoch != l.Epoch || !r.Expires.After(l.Expires) {
+		t.Fatalf("Renew = %+v, %v; want the same epoch, a later expiry", r, err)
+	}
+	if err := s.Release(ctx, r); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := s.Release(ctx, r); err != nil {
+		t.Fatalf("second Release: %v, want no error", err)
+	}
+	if _, ok, _ := s.Holder(ctx, id); ok {
+		t.Fatal("Holder after Release: a lease is still live")
+	}
+	if _, err := s.Renew(ctx, r, time.Minute); !errors.Is(err, eventlog.ErrLeaseLost) {
+		t.Fatalf("Renew after Release = %v, want ErrLeaseLost", err)
+	}
+	l2, err := s.Claim(ctx, id, "B", time.Minute)
+	if err != nil || l2.Epoch <= l.Epoch {
+		t.Fatalf("Claim after Release = %+v, %v; want a greater epoch than %d", l2, err, l.Epoch)
+	}
+}
+
+func testTakeover(t *testing.T, s LeaseStore) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	a, err := s.Claim(ctx, id, "A", 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(40 * time.Millisecond)
+	if _, ok, _ := s.Holder(ctx, id); ok {
+		t.Fatal("an expired lease is still live")
+	}
+	b, err := s.Claim(ctx, id, "B", time.Minute)
+	if err != nil || b.Epoch <= a.Epoch {
+		t.Fatalf("Claim after expiry = %+v, %v", b, err)
+	}
+	if _, err := s.Renew(ctx, a, time.Minute); !errors.Is(err, eventlog.ErrLeaseLost) {
+		t.Fatalf("Renew of the taken-over lease = %v, want ErrLeaseLost", err)
+	}
+	if err := s.Release(ctx, a); !errors.Is(err, eventlog.ErrLeaseLost) {
+		t.Fatalf("Release of the taken-over lease = %v, want ErrLeaseLost", err)
+	}
+	if h, ok, _ := s.Holder(ctx, id); !ok || h.Owner != "B" {
+		t.Fatalf("Holder = %+v, %v; want B", h, ok)
+	}
+}
+
+func testFencing(t *testing.T, s LeaseStore) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	head := uint64(1)
+	appendAt := func(ctx context.Context, n uint64, unsynced bool) error {
+		var err error
+		if unsynced {
+			_, err = s.AppendUnsynced(ctx, id, head, dispatchEvent(n))
+		} else {
+			_, err = s.Append(ctx, id, head, dispatchEvent(n))
+		}
+		if err == nil {
+			head++
+		}
+		return err
+	}
+	// Unleased appends are accepted while nobody holds the execution.
+	if err := appendAt(ctx, 1, false); err != nil {
+		t.Fatalf("unleased append of an unheld execution: %v", err)
+	}
+	a, err := s.Claim(ctx, id, "A", 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx := eventlog.WithEpoch(ctx, a.Epoch)
+	if err := appendAt(actx, 2, false); err != nil {
+		t.Fatalf("append under the live lease: %v", err)
+	}
+	if err := appendAt(ctx, 3, false); !errors.Is(err, eventlog.ErrLeaseHeld) {
+		t.Fatalf("unleased append while A holds it = %v, want ErrLeaseHeld", err)
+	}
+	time.Sleep(40 * time.Millisecond)
+	// Expired but not taken over: the owner's writes still land.
+	if err := appendAt(actx, 3, true); err != nil {
+		t.Fatalf("append under an expired lease nobody took over: %v", err)
+	}
+	b, err := s.Claim(ctx, id, "B", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, unsynced := range []bool{false, true} {
+		if err := appendAt(actx, 4, unsynced); !errors.Is(err, eventlog.ErrLeaseLost) {
+			t.Fatalf("append under the taken-over epoch (unsynced %v) = %v, want ErrLeaseLost", unsynced, err)
+		}
+	}
+	if got, _ := s.Head(ctx, id); got != head {
+		t.Fatalf("head %d after refused appends, want %d", got, head)
+	}
+	if err := appendAt(eventlog.WithEpoch(ctx, b.Epoch), 4, false); err != nil {
+		t.Fatalf("append under the new epoch: %v", err)
+	}
+	if err := s.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendAt(eventlog.WithEpoch(ctx, b.Epoch), 5, false); !errors.Is(err, eventlog.ErrLeaseLost) {
+		t.Fatalf("append under a released lease = %v, want ErrLeaseLost", err)
+	}
+	if err := appendAt(ctx, 5, false); err != nil {
+		t.Fatalf("unleased append after the release: %v", err)
+	}
+}
+
+func testLeaseBadInput(t *testing.T, s LeaseStore) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	if _, err := s.Claim(ctx, id, "", time.Minute); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("Claim with no owner = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Claim(ctx, id, "A", 0); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("Claim with ttl 0 = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Claim(ctx, eventlog.ID{1}, "A", time.Minute); !errors.Is(err, eventlog.ErrNotFound) {
+		t.Fatalf("Claim of an unknown execution = %v, want ErrNotFound", err)
+	}
+	if _, ok, _ := s.Holder(ctx, id); ok {
+		t.Fatal("a refused claim left a lease")
+	}
+	l, err := s.Claim(ctx, id, "A", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Renew(ctx, l, -time.Second); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("Renew with a negative ttl = %v, want ErrInvalid", err)
+	}
+	forged := l
+	forged.Epoch += 7
+	if _, err := s.Renew(ctx, forged, time.Minute); !errors.Is(err, eventlog.ErrLeaseLost) {
+		t.Fatalf("Renew of an epoch never claimed = %v, want ErrLeaseLost", err)
+	}
+}
+
+func testRacingClaims(t *testing.T, s LeaseStore) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	const n = 16
+	var wg sync.WaitGroup
+	wins := make(chan eventlog.Lease, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if l, err := s.Claim(ctx, id, string(rune('a'+i)), time.Minute); err == nil {
+				wins <- l
+			} else if !errors.Is(err, eventlog.ErrLeaseHeld) {
+				t.Errorf("Claim: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(wins)
+	if len(wins) != 1 {
+		t.Fatalf("%d racing claims won, want exactly 1", len(wins))
+	}
+}
