@@ -217,12 +217,16 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, is: []error{sdk.ErrInvalid}, says: "args are too large"},
 		{name: "args whose canonical form is over MaxValueSize", call: func(ctx context.Context) error {
-			// 15 MiB of bytes that are not UTF-8: under the bound as written,
-			// 45 MiB once canonicalization turns each into U+FFFD.
-			raw := append(append([]byte(`"`), bytes.Repeat([]byte{0xff}, 15<<20)...), '"')
+			// 15 MiB of U+2028 line separators: under the bound as written,
+			// 30 MiB once canonical JSON writes each as the escape \u2028.
+			raw := append(append([]byte(`"`), bytes.Repeat([]byte("\u2028"), 5<<20)...), '"')
 			_, err := sdk.DefineTool("t", noop[json.RawMessage]).Call(ctx, json.RawMessage(raw))
 			return err
 		}, is: []error{sdk.ErrInvalid}, says: "args are too large"},
+		{name: "args that are not valid UTF-8", call: func(ctx context.Context) error {
+			_, err := sdk.DefineTool("t", noop[string]).Call(ctx, "caf\xe9")
+			return err
+		}, is: []error{sdk.ErrInvalid}, says: "not valid UTF-8"},
 	}
 	var mu sync.Mutex
 	type outcome struct {

@@ -429,21 +429,38 @@ func TestRacingAppends(t *testing.T) {
 	})
 }
 
-// DESIGN §3: two kernels on one log run one execution: the dispatch whose
-// append comes second gets ErrConflict and stops; the other completes, and
-// the lineage holds both dispatches without a lost or duplicated event.
+// Two kernels on one log run one execution. On a store that keeps leases
+// (eventlog.Leaser, DESIGN §11) the second kernel's Run is ErrBusy and
+// appends nothing while the first runs. On a log without leases, Part I's
+// rule holds: the dispatch whose append comes second gets ErrConflict and
+// stops. Either way the step runs once and the lineage loses nothing.
 func TestTwoKernelsOneExecution(t *testing.T) {
+	for _, leased := range []bool{true, false} {
+		t.Run(map[bool]string{true: "leased store", false: "log without leases"}[leased], func(t *testing.T) {
+			testTwoKernelsOneExecution(t, leased)
+		})
+	}
+}
+
+// noLeases hides a store's Leaser.
+type noLeases struct{ eventlog.IndexedLog }
+
+func testTwoKernelsOneExecution(t *testing.T, leased bool) {
 	ctx := context.Background()
 	store, err := pebblestore.Open("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
+	var log eventlog.IndexedLog = store
+	if !leased {
+		log = noLeases{store}
+	}
 	inA := make(chan struct{})
 	goA := make(chan struct{})
 	var ran atomic.Int64
 	newKernel := func(hold bool) *sdk.Kernel {
-		k, err := sdk.New(store)
+		k, err := sdk.New(log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -468,14 +485,28 @@ func TestTwoKernelsOneExecution(t *testing.T) {
 	go func() { _, err := a.Run(ctx, id); errA <- err }()
 	<-inA // A has appended dispatch.started and holds its handler
 	res, errB := b.Run(ctx, id)
-	if errB != nil {
-		t.Fatalf("B's Run: %v", errB)
-	}
-	close(goA)
-	if err := <-errA; !errors.Is(err, eventlog.ErrConflict) {
-		t.Fatalf("A's Run = %v, want ErrConflict", err)
-	}
 	want := "[execution.created dispatch.started dispatch.started step.started step.succeeded execution.completed]"
+	if leased {
+		if !errors.Is(errB, sdk.ErrBusy) {
+			t.Fatalf("B's Run = %v, want ErrBusy", errB)
+		}
+		close(goA)
+		if err := <-errA; err != nil {
+			t.Fatalf("A's Run: %v", err)
+		}
+		want = "[execution.created dispatch.started step.started step.succeeded execution.completed]"
+		if res, err = b.Run(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if errB != nil {
+			t.Fatalf("B's Run: %v", errB)
+		}
+		close(goA)
+		if err := <-errA; !errors.Is(err, eventlog.ErrConflict) {
+			t.Fatalf("A's Run = %v, want ErrConflict", err)
+		}
+	}
 	if got := fmt.Sprint(kindsOf(lineage(t, store, id))); got != want {
 		t.Fatalf("events %s, want %s", got, want)
 	}
