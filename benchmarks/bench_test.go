@@ -162,7 +162,7 @@ func BenchmarkToolCall(b *testing.B) {
 			}
 			tool := sdk.DefineTool("increment", func(ctx context.Context, i int) (int, error) { return i + 1, nil }, opts...)
 			calls := 0
-			err = sdk.Register(k, toolAgent, func(ctx context.Context, _ toolInput) (int, error) {
+			_, err = sdk.Register(k, toolAgent, func(ctx context.Context, _ toolInput) (int, error) {
 				for b.Loop() {
 					if _, err := tool.Call(ctx, calls); err != nil {
 						return 0, err

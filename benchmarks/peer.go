@@ -176,7 +176,7 @@ func openPeerKernel(dir string) (*sdk.Kernel, error) {
 		return nil, err
 	}
 	step := sdk.DefineTool("step", peerActivity)
-	err = sdk.Register(k, peerAgent, func(ctx context.Context, steps int) (int, error) {
+	_, err = sdk.Register(k, peerAgent, func(ctx context.Context, steps int) (int, error) {
 		v := 0
 		for range steps {
 			r, err := step.Call(ctx, v)

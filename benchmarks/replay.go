@@ -62,7 +62,7 @@ func openReplayKernel(ctx context.Context, dir string, steps int, opts ...pebble
 		rk.live.Add(1)
 		return "", nil
 	})
-	err = sdk.Register(rk.k, replayAgent, func(ctx context.Context, in replayInput) (int, error) {
+	_, err = sdk.Register(rk.k, replayAgent, func(ctx context.Context, in replayInput) (int, error) {
 		n := 0
 		for i := range in.Files {
 			text, err := read.Call(ctx, readArgs{Path: replayPath(i)})

@@ -78,7 +78,7 @@ func openToolKernel(dir string) (*toolKernel, error) {
 	body := func(ctx context.Context, i int) (int, error) { return i + 1, nil }
 	safe := sdk.DefineTool("increment", body)
 	once := sdk.DefineTool("charge", body, sdk.AtMostOnce())
-	err = sdk.Register(k, toolAgent, func(ctx context.Context, in toolInput) (int, error) {
+	_, err = sdk.Register(k, toolAgent, func(ctx context.Context, in toolInput) (int, error) {
 		t := safe
 		if in.AtMostOnce {
 			t = once

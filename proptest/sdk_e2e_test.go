@@ -104,7 +104,7 @@ func (w *world) body(f func() (string, error)) (string, error) {
 
 func (w *world) register(k *sdk.Kernel) {
 	client := &http.Client{Transport: sdk.Transport(nil)}
-	_ = sdk.Register(k, "prog", func(ctx context.Context, p program) ([]string, error) {
+	_, _ = sdk.Register(k, "prog", func(ctx context.Context, p program) ([]string, error) {
 		wsDrv := w.ws
 		if p.ReuseWS {
 			wsDrv = w.ws.WithCoverageReuse()

@@ -234,7 +234,7 @@ func TestBadInput(t *testing.T) {
 		before, after map[eventlog.ID][]string
 	}
 	outcomes := map[string]outcome{}
-	err := sdk.Register(k, "bad", func(ctx context.Context, name string) (string, error) {
+	_, err := sdk.Register(k, "bad", func(ctx context.Context, name string) (string, error) {
 		for _, c := range cases {
 			if c.name != name {
 				continue
@@ -331,11 +331,11 @@ func TestBadInput(t *testing.T) {
 			}, []error{eventlog.ErrNotFound}, unknown.String()},
 			{"Fork of the zero execution", func() error { _, err := k.Fork(ctx, eventlog.ID{}, 1); return err },
 				nil, "zero"},
-			{"Register with an empty name", func() error { return sdk.Register(k, "", noop[int]) },
+			{"Register with an empty name", func() error { _, err := sdk.Register(k, "", noop[int]); return err },
 				[]error{sdk.ErrInvalid}, "empty agent name"},
-			{"Register with a nil handler", func() error { return sdk.Register[int, int](k, "x", nil) },
+			{"Register with a nil handler", func() error { _, err := sdk.Register[int, int](k, "x", nil); return err },
 				[]error{sdk.ErrInvalid}, "nil handler"},
-			{"Register twice", func() error { return sdk.Register(k, "bad", noop[string]) },
+			{"Register twice", func() error { _, err := sdk.Register(k, "bad", noop[string]); return err },
 				[]error{sdk.ErrInvalid}, "already registered"},
 			{"WithGate(nil)", func() error { _, err := sdk.New(store, sdk.WithGate(nil)); return err },
 				[]error{sdk.ErrInvalid}, "nil gate"},
@@ -388,7 +388,7 @@ func TestNestedStep(t *testing.T) {
 	store, k := memKernel(t)
 	var inner error
 	var before, after map[eventlog.ID][]string
-	err := sdk.Register(k, "nest", func(ctx context.Context, _ int) (int, error) {
+	_, err := sdk.Register(k, "nest", func(ctx context.Context, _ int) (int, error) {
 		return sdk.Step(ctx, "outer", func(ctx context.Context) (int, error) {
 			before = snapshot(t, store)
 			_, inner = sdk.DefineTool("t", noop[int]).Call(ctx, 1)
@@ -428,7 +428,7 @@ func TestPanickingDriver(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store, k := memKernel(t)
-			err := sdk.Register(k, "a", func(ctx context.Context, _ int) (string, error) {
+			_, err := sdk.Register(k, "a", func(ctx context.Context, _ int) (string, error) {
 				ws, err := sdk.Resource(ctx, "ws", c.drv)
 				if err != nil {
 					return "", err
@@ -470,7 +470,7 @@ func TestPanickingDriver(t *testing.T) {
 
 	t.Run("create panics", func(t *testing.T) {
 		store, k := memKernel(t)
-		err := sdk.Register(k, "a", func(ctx context.Context, _ int) (int, error) {
+		_, err := sdk.Register(k, "a", func(ctx context.Context, _ int) (int, error) {
 			_, err := sdk.Resource(ctx, "ws", faultyDriver{Driver: testdriver.New(), panicIn: "create"})
 			return 0, err
 		})
@@ -496,7 +496,7 @@ func TestPanickingDriver(t *testing.T) {
 		var armed atomic.Bool
 		bound := make(chan struct{}, 1)
 		drv := faultyDriver{Driver: testdriver.New(), panicIn: "open", armed: &armed}
-		err := sdk.Register(k, "a", func(ctx context.Context, _ int) (int, error) {
+		_, err := sdk.Register(k, "a", func(ctx context.Context, _ int) (int, error) {
 			if _, err := sdk.Resource(ctx, "ws", drv); err != nil {
 				return 0, err
 			}
@@ -602,7 +602,7 @@ func TestRefsWithDotDot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var forked atomic.Bool
-	err = sdk.Register(k, "a", func(ctx context.Context, _ int) (int, error) {
+	_, err = sdk.Register(k, "a", func(ctx context.Context, _ int) (int, error) {
 		var d driver.Driver[*dirfs.Workspace, dirfs.Binding] = drv
 		if !forked.Load() {
 			d = dotDotDriver{drv}

@@ -67,7 +67,7 @@ func TestConcurrentExecutionsAndForks(t *testing.T) {
 	}
 	drv := testdriver.New()
 	model := coder.Model{Name: coder.ScriptedName, BaseURL: srv.URL + "/v1", APIKey: "reliability"}
-	if err := sdk.Register(k, "coder", coder.Handler(func() driver.Driver[*testdriver.Handle, testdriver.Binding] { return drv }, model)); err != nil {
+	if _, err := sdk.Register(k, "coder", coder.Handler(func() driver.Driver[*testdriver.Handle, testdriver.Binding] { return drv }, model)); err != nil {
 		t.Fatal(err)
 	}
 	const goroutines, calls = 6, 4
@@ -82,7 +82,7 @@ func TestConcurrentExecutionsAndForks(t *testing.T) {
 		}
 		return watches[name]
 	}
-	err = sdk.Register(k, "overlap", func(ctx context.Context, in overlapInput) (int, error) {
+	_, err = sdk.Register(k, "overlap", func(ctx context.Context, in overlapInput) (int, error) {
 		if _, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(3)); err != nil {
 			return 0, err
 		}
@@ -245,7 +245,7 @@ func TestConcurrentRunsOneBusy(t *testing.T) {
 	store, k := memKernel(t)
 	release := make(chan struct{})
 	var entered atomic.Int64
-	err := sdk.Register(k, "block", func(ctx context.Context, _ int) (int, error) {
+	_, err := sdk.Register(k, "block", func(ctx context.Context, _ int) (int, error) {
 		entered.Add(1)
 		<-release
 		return 7, nil
@@ -464,7 +464,7 @@ func testTwoKernelsOneExecution(t *testing.T, leased bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = sdk.Register(k, "two", func(ctx context.Context, _ int) (int, error) {
+		_, err = sdk.Register(k, "two", func(ctx context.Context, _ int) (int, error) {
 			if hold {
 				close(inA)
 				<-goA

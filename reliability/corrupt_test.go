@@ -84,7 +84,7 @@ func (f *dataFolder) kernel(t *testing.T, store eventlog.IndexedLog) *sdk.Kernel
 	}
 	cfg := dirfs.Config{Store: f.storeDir(), NoSync: true}
 	model := coder.Model{Name: coder.ScriptedName, BaseURL: f.url, APIKey: "reliability"}
-	if err := sdk.Register(k, "coder", coder.Handler(func() driver.Driver[*dirfs.Workspace, dirfs.Binding] { return dirfs.New(cfg) }, model)); err != nil {
+	if _, err := sdk.Register(k, "coder", coder.Handler(func() driver.Driver[*dirfs.Workspace, dirfs.Binding] { return dirfs.New(cfg) }, model)); err != nil {
 		t.Fatal(err)
 	}
 	return k

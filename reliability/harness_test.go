@@ -355,7 +355,7 @@ type publishArgs struct {
 // line per effect to the effects file and fsync it before returning).
 func registerAgents(k *sdk.Kernel, e *agentEnv) error {
 	inner := coder.Handler(e.newDriver, e.model)
-	if err := sdk.Register(k, "coder", inner); err != nil {
+	if _, err := sdk.Register(k, "coder", inner); err != nil {
 		return err
 	}
 	publish := sdk.DefineTool("publish", func(ctx context.Context, a publishArgs) (string, error) {
@@ -377,7 +377,7 @@ func registerAgents(k *sdk.Kernel, e *agentEnv) error {
 		}
 		return "", err
 	}
-	return sdk.Register(k, "publisher", func(ctx context.Context, in coder.Input) (publisherOutput, error) {
+	_, err := sdk.Register(k, "publisher", func(ctx context.Context, in coder.Input) (publisherOutput, error) {
 		var out publisherOutput
 		p, err := call(ctx, "before")
 		if err != nil {
@@ -395,6 +395,7 @@ func registerAgents(k *sdk.Kernel, e *agentEnv) error {
 		out.Published = append(out.Published, p)
 		return out, nil
 	})
+	return err
 }
 
 // appendLine appends line to the file at path and fsyncs it.

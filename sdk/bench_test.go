@@ -46,7 +46,7 @@ func BenchmarkToolCall(b *testing.B) {
 		defer k.Close()
 		read := sdk.DefineTool("read_file", func(ctx context.Context, a benchArgs) (string, error) { return "ok", nil })
 		calls := 0
-		err = sdk.Register(k, "calls", func(ctx context.Context, _ struct{}) (int, error) {
+		_, err = sdk.Register(k, "calls", func(ctx context.Context, _ struct{}) (int, error) {
 			// The calls are timed inside the handler, so that the
 			// dispatch's own appends are not counted.
 			for b.Loop() {
@@ -125,7 +125,7 @@ func record(b *testing.B, steps int) *recorded {
 			_, err := fmt.Sscanf(a.Path, "src/f%d.go", &i)
 			return benchText(i), err
 		})
-		err := sdk.Register(k, "reader", func(ctx context.Context, n int) (int, error) {
+		_, err := sdk.Register(k, "reader", func(ctx context.Context, n int) (int, error) {
 			total := 0
 			for i := range n {
 				text, err := read.Call(ctx, benchArgs{Path: fmt.Sprintf("src/f%d.go", i)})

@@ -37,7 +37,7 @@ func newCoderRig(t *testing.T) *coderRig {
 
 func (r *coderRig) register(k *sdk.Kernel) {
 	h := coder.Handler(func() driver.Driver[*testdriver.Handle, testdriver.Binding] { return r.drv }, r.m)
-	if err := sdk.Register(k, "coder", h); err != nil {
+	if _, err := sdk.Register(k, "coder", h); err != nil {
 		panic(err)
 	}
 }

@@ -58,7 +58,7 @@ func TestCoderOnDirfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	if err := sdk.Register(k, "coder", coder.Handler(newDrv, coder.Model{Name: coder.ScriptedName, BaseURL: srv.URL + "/v1", APIKey: "test"})); err != nil {
+	if _, err := sdk.Register(k, "coder", coder.Handler(newDrv, coder.Model{Name: coder.ScriptedName, BaseURL: srv.URL + "/v1", APIKey: "test"})); err != nil {
 		t.Fatal(err)
 	}
 	id, _ := k.Start(ctx, "coder", coder.Input{Task: coderTask})
@@ -147,7 +147,7 @@ func TestTransportPassThrough(t *testing.T) {
 	}
 
 	k, id, res, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/ask", strings.NewReader("hello"))
 			req.Header.Set("Authorization", "Bearer secret-token")
 			resp, err := client.Do(req)

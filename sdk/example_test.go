@@ -25,7 +25,7 @@ func ExampleResource() {
 
 	k, _ := sdk.Open("") // an in-memory log
 	defer k.Close()
-	_ = sdk.Register(k, "writer", func(ctx context.Context, files []string) (int, error) {
+	_, _ = sdk.Register(k, "writer", func(ctx context.Context, files []string) (int, error) {
 		ws, err := sdk.Resource(ctx, "workspace", dirfs.New(dirfs.Config{Store: store}), sdk.EverySteps(2))
 		if err != nil {
 			return 0, err
@@ -84,7 +84,7 @@ func ExampleDefineTool() {
 		}
 		return sum, nil
 	})
-	_ = sdk.Register(k, "adder", func(ctx context.Context, xs []int) (int, error) {
+	_, _ = sdk.Register(k, "adder", func(ctx context.Context, xs []int) (int, error) {
 		return add.Call(ctx, xs)
 	})
 	id, _ := k.Start(ctx, "adder", []int{1, 2, 3})
@@ -111,7 +111,7 @@ func ExampleKernel_Fork() {
 	k, _ := sdk.Open("")
 	defer k.Close()
 
-	_ = sdk.Register(k, "notes", func(ctx context.Context, notes []string) ([]string, error) {
+	_, _ = sdk.Register(k, "notes", func(ctx context.Context, notes []string) ([]string, error) {
 		ws, err := sdk.Resource(ctx, "workspace", dirfs.New(dirfs.Config{Store: store}))
 		if err != nil {
 			return nil, err

@@ -40,7 +40,7 @@ func identityRig(t *testing.T) *sdk.Kernel {
 			return
 		}
 		echo := sdk.DefineTool("echo", func(ctx context.Context, a any) (string, error) { return "ok", nil })
-		ik.err = sdk.Register(ik.k, "ident", func(ctx context.Context, token string) (string, error) {
+		_, ik.err = sdk.Register(ik.k, "ident", func(ctx context.Context, token string) (string, error) {
 			ik.mu.Lock()
 			a, ok := ik.args[token]
 			ik.mu.Unlock()

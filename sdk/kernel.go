@@ -34,13 +34,20 @@ type Kernel struct {
 
 	mu struct {
 		sync.Mutex
-		agents  map[string]handler
+		agents  map[string]registered
 		running map[eventlog.ID]bool
 	}
 }
 
 // handler runs an agent on encoded input and returns encoded output.
 type handler func(ctx context.Context, input []byte) ([]byte, error)
+
+// registered is an agent of the kernel: its handler, and the check that an
+// input decodes into the handler's input type.
+type registered struct {
+	run   handler
+	check func(input []byte) error
+}
 
 // Option configures a Kernel.
 type Option func(*Kernel) error
@@ -122,7 +129,7 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 		return nil, fmt.Errorf("%w: nil log", ErrInvalid)
 	}
 	k := &Kernel{log: log, now: time.Now, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL}
-	k.mu.agents = make(map[string]handler)
+	k.mu.agents = make(map[string]registered)
 	k.mu.running = make(map[eventlog.ID]bool)
 	for _, opt := range opts {
 		if err := opt(k); err != nil {
@@ -141,61 +148,6 @@ func (k *Kernel) Close() error {
 		return k.log.Close()
 	}
 	return nil
-}
-
-// Register makes h the handler of agent. Input and output travel as JSON.
-func Register[In, Out any](k *Kernel, agent string, h func(context.Context, In) (Out, error)) error {
-	if k == nil {
-		return fmt.Errorf("%w: nil kernel", ErrInvalid)
-	}
-	if agent == "" {
-		return fmt.Errorf("%w: empty agent name", ErrInvalid)
-	}
-	if h == nil {
-		return fmt.Errorf("%w: nil handler for agent %q", ErrInvalid, agent)
-	}
-	run := func(ctx context.Context, input []byte) ([]byte, error) {
-		var in In
-		if err := decodeValue(input, &in); err != nil {
-			return nil, fmt.Errorf("sdk: agent %q: input does not decode into %T: %w", agent, in, err)
-		}
-		out, err := h(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		b, err := encodeValue(out)
-		if err != nil {
-			return nil, fmt.Errorf("sdk: agent %q: output does not encode: %w", agent, err)
-		}
-		return b, nil
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, dup := k.mu.agents[agent]; dup {
-		return fmt.Errorf("%w: agent %q is already registered", ErrInvalid, agent)
-	}
-	k.mu.agents[agent] = run
-	return nil
-}
-
-func (k *Kernel) handler(agent string) (handler, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	h, ok := k.mu.agents[agent]
-	return h, ok
-}
-
-// Start creates an execution of agent with input and returns its ID. It does
-// not run it: call Run.
-func (k *Kernel) Start(ctx context.Context, agent string, input any) (eventlog.ID, error) {
-	if _, ok := k.handler(agent); !ok {
-		return eventlog.ID{}, fmt.Errorf("%w: unknown agent %q", ErrInvalid, agent)
-	}
-	in, err := encodeValue(input)
-	if err != nil {
-		return eventlog.ID{}, fmt.Errorf("%w: input of agent %q does not encode: %v", ErrInvalid, agent, err)
-	}
-	return k.log.Create(ctx, &eventlog.ExecutionCreated{Agent: agent, Input: in}, k.now())
 }
 
 // Result is the outcome of a completed execution.

@@ -43,7 +43,7 @@ func TestCallAfterHandlerReturned(t *testing.T) {
 			}
 			return n, nil
 		})
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			go func() {
 				_, err := slow.Call(ctx, 1)
 				leaked <- err
@@ -81,7 +81,7 @@ func TestCallAfterRunReturned(t *testing.T) {
 	kept := make(chan context.Context, 1)
 	var ran atomic.Int64
 	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 			kept <- ctx
 			return none{}, nil
 		})
@@ -112,7 +112,7 @@ func TestCancelledContextStartsNothing(t *testing.T) {
 	var bRuns atomic.Int64
 	var cancelRun context.CancelFunc
 	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) {
 			if _, err := sdk.Step(ctx, "A", func(context.Context) (int, error) { return 1, nil }); err != nil {
 				return 0, err
 			}
@@ -146,7 +146,7 @@ func TestCancelledContextStartsNothing(t *testing.T) {
 // creates nothing and appends nothing.
 func TestCancelledContextCreatesNoResource(t *testing.T) {
 	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 			cctx, cancel := context.WithCancel(ctx)
 			cancel()
 			_, err := sdk.Resource(cctx, "ws", testdriver.New(), sdk.EverySteps(1))
@@ -187,7 +187,7 @@ func TestInvalidUTF8Args(t *testing.T) {
 		[]any{"ok", "bad\x80"},
 	} {
 		k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
-			_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 				return echo.Call(ctx, args)
 			})
 		})
@@ -224,7 +224,7 @@ func TestInvalidUTF8Args(t *testing.T) {
 	})
 	client := &http.Client{Transport: sdk.Transport(base)}
 	k, id, res, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			var out []string
 			for _, body := range []string{"{\"model\":\"m\",\"q\":\"a\xffb\"}", "{\"model\":\"m\",\"q\":\"a\xfeb\"}"} {
 				req, _ := http.NewRequestWithContext(ctx, "POST", "http://model/v1/chat", strings.NewReader(body))
@@ -286,7 +286,7 @@ func TestTwoKernelsOneStore(t *testing.T) {
 			}
 			return n, nil
 		}, sdk.AtMostOnce())
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) { return charge.Call(ctx, 7) })
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) { return charge.Call(ctx, 7) })
 	}
 	kA := newKernel(t, store, register, sdk.WithOwner("A"))
 	kB := newKernel(t, store, register, sdk.WithOwner("B"))
@@ -344,7 +344,7 @@ func TestLeaseTakeoverFences(t *testing.T) {
 			}
 			return n, nil
 		}, sdk.AtMostOnce())
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) { return charge.Call(ctx, 7) })
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) { return charge.Call(ctx, 7) })
 	}
 	kA := newKernel(t, stalledLeases{store}, register, sdk.WithOwner("A"), sdk.WithLeaseTTL(30*time.Millisecond))
 	kB := newKernel(t, store, register, sdk.WithOwner("B"))

@@ -67,7 +67,7 @@ func TestCheckpointPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			drv := testdriver.New()
 			k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
-				_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+				_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 					ws, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(tc.every), sdk.OnCompletion(tc.completion))
 					if err != nil {
 						return none{}, err
@@ -112,7 +112,7 @@ func TestCaptureFailure(t *testing.T) {
 		return nil
 	}
 	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			ws, err := sdk.Resource(ctx, "ws", drv)
 			if err != nil {
 				return "", err
@@ -155,7 +155,7 @@ func TestOrphans(t *testing.T) {
 			var runs atomic.Int64
 			var keys sync.Map
 			register := func(k *sdk.Kernel) {
-				_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+				_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 					var opts []sdk.CallOption
 					if atMostOnce {
 						opts = append(opts, sdk.AtMostOnce())
@@ -230,7 +230,7 @@ func TestGate(t *testing.T) {
 	})
 	var rmRuns atomic.Int64
 	k, id, res, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			rm := sdk.DefineTool("rm", func(ctx context.Context, p string) (string, error) { rmRuns.Add(1); return "", nil })
 			ls := sdk.DefineTool("ls", func(ctx context.Context, p string) (string, error) { return "a b", nil }, sdk.AtMostOnce())
 			_, err := rm.Call(ctx, "/")
@@ -275,7 +275,7 @@ func TestRunBusy(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 2)
 	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 			entered <- struct{}{}
 			<-release
 			return none{}, nil
@@ -310,7 +310,7 @@ func TestPanics(t *testing.T) {
 	for _, where := range []string{"handler", "tool"} {
 		t.Run(where, func(t *testing.T) {
 			k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
-				_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+				_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 					if where == "handler" {
 						panic("handler exploded")
 					}
@@ -340,7 +340,7 @@ func TestPanics(t *testing.T) {
 func TestCancelWhileStepRuns(t *testing.T) {
 	var attempts atomic.Int64
 	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			return sdk.Step(ctx, "wait", func(ctx context.Context) (string, error) {
 				if attempts.Add(1) == 1 {
 					<-ctx.Done()
@@ -378,7 +378,7 @@ func TestResourceMismatch(t *testing.T) {
 	drv := testdriver.New()
 	var use driver.Driver[*testdriver.Handle, testdriver.Binding] = drv
 	register := func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 			if _, err := sdk.Resource(ctx, "ws", use); err != nil {
 				return none{}, err
 			}
@@ -415,7 +415,7 @@ func TestResourceMismatch(t *testing.T) {
 func TestBodiesSerialized(t *testing.T) {
 	var inside, most atomic.Int64
 	_, _, _, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 			if _, err := sdk.Resource(ctx, "ws", testdriver.New(), sdk.EverySteps(3)); err != nil {
 				return none{}, err
 			}
@@ -463,7 +463,7 @@ func TestBadInput(t *testing.T) {
 	var handlerErr error
 	var which string
 	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 			var err error
 			switch which {
 			case "every0":
@@ -512,7 +512,7 @@ func TestBadInput(t *testing.T) {
 	_, checks["fork past head"] = k.Fork(ctx, id, 99)
 	_, checks["coverage at 0"] = k.Coverage(ctx, id, 0)
 	_, checks["coverage past head"] = k.Coverage(ctx, id, 99)
-	checks["register duplicate"] = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) { return none{}, nil })
+	_, checks["register duplicate"] = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) { return none{}, nil })
 	_, checks["resource outside a handler"] = sdk.Resource(ctx, "ws", drv)
 	_, checks["step outside a handler"] = sdk.Step(ctx, "s", func(ctx context.Context) (int, error) { return 0, nil })
 	for name, err := range checks {
@@ -542,7 +542,7 @@ func TestResultNoLongerDecodes(t *testing.T) {
 	ctx := context.Background()
 	var asString bool
 	register := func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			if asString {
 				return sdk.Step(ctx, "s", func(ctx context.Context) (string, error) { return "x", nil })
 			}
@@ -573,7 +573,7 @@ func TestHandlesClosedAfterDispatch(t *testing.T) {
 	drv := testdriver.New()
 	var h *testdriver.Handle
 	_, _, _, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
 			var err error
 			h, err = sdk.Resource(ctx, "ws", drv)
 			if err != nil {

@@ -117,7 +117,7 @@ func openCoderKernel(log *pebblestore.Store, dirfsStore string, m *model) (*code
 	newDriver := func() driver.Driver[*dirfs.Workspace, dirfs.Binding] {
 		return dirfs.New(dirfs.Config{Store: dirfsStore})
 	}
-	if err := sdk.Register(k, coderAgent, coder.Handler(newDriver, m.Model)); err != nil {
+	if _, err := sdk.Register(k, coderAgent, coder.Handler(newDriver, m.Model)); err != nil {
 		return nil, err
 	}
 	return &coderKernel{k: k, store: log, drv: dirfs.New(dirfs.Config{Store: dirfsStore})}, nil

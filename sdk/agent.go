@@ -1,0 +1,130 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/forkline/forkline/eventlog"
+)
+
+// Agent is a registered agent with its input and output types: Start, Run
+// and the other methods take and return In and Out, so a caller never
+// decodes JSON by hand (DESIGN §9).
+type Agent[In, Out any] struct {
+	k    *Kernel
+	name string
+}
+
+// Register makes h the handler of agent and returns the typed agent. Input
+// and output travel as JSON; an input that does not decode into In is
+// refused by Start, before anything is written.
+func Register[In, Out any](k *Kernel, agent string, h func(context.Context, In) (Out, error)) (*Agent[In, Out], error) {
+	if k == nil {
+		return nil, fmt.Errorf("%w: nil kernel", ErrInvalid)
+	}
+	if agent == "" {
+		return nil, fmt.Errorf("%w: empty agent name", ErrInvalid)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil handler for agent %q", ErrInvalid, agent)
+	}
+	check := func(input []byte) error {
+		var in In
+		if err := decodeValue(input, &in); err != nil {
+			return fmt.Errorf("input does not decode into %T: %w", in, err)
+		}
+		return nil
+	}
+	run := func(ctx context.Context, input []byte) ([]byte, error) {
+		var in In
+		if err := decodeValue(input, &in); err != nil {
+			return nil, fmt.Errorf("sdk: agent %q: input does not decode into %T: %w", agent, in, err)
+		}
+		out, err := h(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		b, err := encodeValue(out)
+		if err != nil {
+			return nil, fmt.Errorf("sdk: agent %q: output does not encode: %w", agent, err)
+		}
+		return b, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, dup := k.mu.agents[agent]; dup {
+		return nil, fmt.Errorf("%w: agent %q is already registered", ErrInvalid, agent)
+	}
+	k.mu.agents[agent] = registered{run: run, check: check}
+	return &Agent[In, Out]{k: k, name: agent}, nil
+}
+
+// Name returns the agent's name.
+func (a *Agent[In, Out]) Name() string { return a.name }
+
+// Start creates an execution of the agent with input in and returns its ID.
+// It does not run it: call Run.
+func (a *Agent[In, Out]) Start(ctx context.Context, in In, opts ...StartOption) (eventlog.ID, error) {
+	return a.k.Start(ctx, a.name, in, opts...)
+}
+
+// Run runs one dispatch of execution id (Kernel.Run) and decodes its output.
+// An execution of another agent is refused with ErrInvalid.
+func (a *Agent[In, Out]) Run(ctx context.Context, id eventlog.ID) (Out, error) {
+	var out Out
+	info, err := a.k.log.Info(ctx, id)
+	if err != nil {
+		return out, err
+	}
+	if info.Agent != a.name {
+		return out, fmt.Errorf("%w: execution %s is of agent %q, not %q", ErrInvalid, id, info.Agent, a.name)
+	}
+	res, err := a.k.Run(ctx, id)
+	if err != nil {
+		return out, err
+	}
+	err = res.Decode(&out)
+	return out, err
+}
+
+func (k *Kernel) handler(agent string) (handler, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r, ok := k.mu.agents[agent]
+	return r.run, ok
+}
+
+// StartOption configures Start.
+type StartOption func(*startOptions) error
+
+type startOptions struct{}
+
+// Start creates an execution of agent with input and returns its ID. It does
+// not run it: call Run. An unknown agent, or an input that does not decode
+// into the agent's input type, is refused with ErrInvalid and nothing is
+// written.
+func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...StartOption) (eventlog.ID, error) {
+	var o startOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return eventlog.ID{}, fmt.Errorf("%w: nil start option", ErrInvalid)
+		}
+		if err := opt(&o); err != nil {
+			return eventlog.ID{}, err
+		}
+	}
+	k.mu.Lock()
+	r, ok := k.mu.agents[agent]
+	k.mu.Unlock()
+	if !ok {
+		return eventlog.ID{}, fmt.Errorf("%w: unknown agent %q", ErrInvalid, agent)
+	}
+	in, err := encodeValue(input)
+	if err != nil {
+		return eventlog.ID{}, fmt.Errorf("%w: input of agent %q does not encode: %v", ErrInvalid, agent, err)
+	}
+	if err := r.check(in); err != nil {
+		return eventlog.ID{}, fmt.Errorf("%w: agent %q: %v", ErrInvalid, agent, err)
+	}
+	return k.log.Create(ctx, &eventlog.ExecutionCreated{Agent: agent, Input: in}, k.now())
+}
