@@ -35,6 +35,12 @@ type dispatch struct {
 	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
 	ended   bool                // the handler returned: calls are refused
 
+	// recorded is how many steps the lineage recorded when the dispatch
+	// began; consumed holds those this dispatch reached again. It replays
+	// while some remain (IsReplaying).
+	recorded int
+	consumed map[string]bool
+
 	// calls counts the calls (do, obtain) in progress; once ended is set
 	// no call joins, and the dispatch waits for those in progress before it
 	// records how it ended, so nothing lands after a terminal event.
@@ -151,6 +157,8 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.k.logger.Info("forkline: dispatch started", "execution", d.id.String(), "agent", d.state.Agent,
+		"dispatch", d.state.Dispatches, "recorded_steps", d.recorded)
 
 	defer d.closeHandles()
 	cctx, cancelCalls := context.WithCancel(ctx)
@@ -196,6 +204,7 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	if err := d.appendLocked(false, payloads...); err != nil {
 		return nil, err
 	}
+	d.logCaptures(payloads)
 	return &Result{ID: d.id, Output: out}, nil
 }
 
@@ -300,6 +309,9 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 	d.occ[occKey]++
 	stepID := StepID(c.kind, c.target, c.args, occurrence)
 	rec, seen := d.state.Step(stepID)
+	if seen {
+		d.consumed[stepID] = true
+	}
 	d.mu.Unlock()
 
 	attempt := uint32(1)
@@ -418,6 +430,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	if err := d.appendLocked(false, payloads...); err != nil {
 		return nil, err
 	}
+	d.logCaptures(payloads[1:])
 	switch {
 	case panicked:
 		d.failLocked(eventlog.FailPanic, berr)

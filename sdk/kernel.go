@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -31,6 +32,7 @@ type Kernel struct {
 	// leaseTTL is how long a claim lasts unless renewed.
 	owner    string
 	leaseTTL time.Duration
+	logger   *slog.Logger // WithLogger; discards by default
 
 	mu struct {
 		sync.Mutex
@@ -128,7 +130,8 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 	if log == nil {
 		return nil, fmt.Errorf("%w: nil log", ErrInvalid)
 	}
-	k := &Kernel{log: log, now: time.Now, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL}
+	k := &Kernel{log: log, now: time.Now, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL,
+		logger: slog.New(slog.DiscardHandler)}
 	k.mu.agents = make(map[string]registered)
 	k.mu.running = make(map[eventlog.ID]bool)
 	for _, opt := range opts {
@@ -192,7 +195,23 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: execution %s is of agent %q, which is not registered", ErrInvalid, id, d.state.Agent)
 	}
-	return d.run(ctx, h)
+	res, err := d.run(ctx, h)
+	k.logEnd(d, err)
+	return res, err
+}
+
+// logEnd logs how a dispatch ended.
+func (k *Kernel) logEnd(d *dispatch, err error) {
+	attrs := []any{"execution", d.id.String(), "agent", d.state.Agent, "dispatch", d.state.Dispatches, "head", d.state.Head}
+	var ee *ExecutionError
+	switch {
+	case err == nil:
+		k.logger.Info("forkline: execution completed", attrs...)
+	case errors.As(err, &ee) && ee.ID == d.id:
+		k.logger.Info("forkline: execution failed", append(attrs, "code", string(ee.Code), "error", ee.Message)...)
+	default:
+		k.logger.Info("forkline: dispatch stopped; the execution can resume", append(attrs, "error", err.Error())...)
+	}
 }
 
 // own makes this kernel the owner of id for one Run: through the store's
@@ -237,6 +256,7 @@ func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, func
 			case <-t.C:
 				renewed, err := leaser.Renew(context.WithoutCancel(ctx), lease, k.leaseTTL)
 				if errors.Is(err, eventlog.ErrLeaseLost) {
+					k.logger.Warn("forkline: lease lost; the dispatch stops", "execution", id.String(), "owner", k.owner, "error", err)
 					cancel(fmt.Errorf("sdk: execution %s: %w", id, err))
 					return
 				}
@@ -260,13 +280,14 @@ func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, func
 // load folds id's lineage into a new dispatch.
 func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 	d := &dispatch{
-		k:       k,
-		id:      id,
-		state:   replay.New(),
-		cov:     coverage.New(),
-		counter: policy.NewCounter(),
-		occ:     make(map[[32]byte]uint64),
-		res:     make(map[string]*bound),
+		k:        k,
+		id:       id,
+		state:    replay.New(),
+		cov:      coverage.New(),
+		counter:  policy.NewCounter(),
+		occ:      make(map[[32]byte]uint64),
+		consumed: make(map[string]bool),
+		res:      make(map[string]*bound),
 	}
 	for ev, err := range k.log.Events(ctx, id, 1) {
 		if err != nil {
@@ -276,6 +297,7 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 			return nil, fmt.Errorf("sdk: execution %s: %w", id, err)
 		}
 	}
+	d.recorded = len(d.state.Steps())
 	return d, nil
 }
 
