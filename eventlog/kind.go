@@ -55,9 +55,9 @@ const (
 // kindSpec is one row of the format table: everything the format says
 // about a kind.
 type kindSpec struct {
-	name  string       // wire and CLI name
-	since byte         // the record format version that introduced the kind
-	sync  Sync         // when an append of it must be durable
+	name  string         // wire and CLI name
+	since byte           // the record format version that introduced the kind
+	sync  Sync           // when an append of it must be durable
 	new   func() Payload // a zero payload to decode into
 }
 

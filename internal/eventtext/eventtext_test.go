@@ -77,7 +77,7 @@ rejected s6
 marker v2
 abandoned s7
 diverged unconsumed=s8,s9
-fork parent=P at=15 input=new override=s1:edited override=`+"`"+`"a:b":1`+"`"+` deadline=2025-01-02T03:04:05Z
+fork parent=P at=15 input=new override=s1:edited override=` + "`" + `"a:b":1` + "`" + ` deadline=2025-01-02T03:04:05Z
 `,
 			events: []eventlog.Event{
 				ev(1, &eventlog.ExecutionCreated{Agent: "coder", Key: "k1", Deadline: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)}),
