@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"pgregory.net/rapid"
@@ -19,6 +20,24 @@ var (
 	genKeys  = []string{"a", "b", "c"}
 	genSteps = []string{"s1", "s2", "s3", "s4", "s5"}
 )
+
+// genWake is the RetryAt and WakeAt of generated events.
+var genWake = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// bodiless returns one event of each Part II kind that has no body.
+func bodiless() []eventlog.Payload {
+	return []eventlog.Payload{
+		&eventlog.CancelRequested{Reason: "r"},
+		&eventlog.DispatchParked{WakeAt: genWake, Reason: eventlog.ParkTimer},
+		&eventlog.TimerStarted{TimerID: "t1", WakeAt: genWake},
+		&eventlog.TimerFired{TimerID: "t1"},
+		&eventlog.ApprovalRequested{StepID: "s1", StepKind: eventlog.StepTool, Target: "t"},
+		&eventlog.ApprovalGranted{StepID: "s1"},
+		&eventlog.ApprovalRejected{StepID: "s2"},
+		&eventlog.MarkerRecorded{Name: "m"},
+		&eventlog.ForkDiverged{Unconsumed: []string{"s1"}},
+	}
+}
 
 // genHistory draws a root lineage: execution.created, then up to maxEvents events.
 func genHistory(t *rapid.T, o genOpts, maxEvents int) []eventlog.Event {
@@ -58,18 +77,22 @@ func genMore(t *rapid.T, events []eventlog.Event, o genOpts, n int) []eventlog.E
 					affects = append(affects, k)
 				}
 			}
-			kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM}).Draw(t, "kind")
+			kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild}).Draw(t, "kind")
 			add(&eventlog.StepStarted{StepID: rapid.SampledFrom(genSteps).Draw(t, "step"), StepKind: kind, Target: "t",
 				Resources: affects, Idempotency: eventlog.SafeToRetry, Attempt: 1})
 		case "land":
 			id := rapid.SampledFrom(genSteps).Draw(t, "step")
-			switch rapid.IntRange(0, 3).Draw(t, "terminal") {
+			switch rapid.IntRange(0, 5).Draw(t, "terminal") {
 			case 0:
 				add(&eventlog.StepSucceeded{StepID: id})
 			case 1:
 				add(&eventlog.StepFailed{StepID: id, Error: "e"})
 			case 2:
 				add(&eventlog.StepFailed{StepID: id, Error: "e", Indeterminate: true})
+			case 3:
+				add(&eventlog.StepFailed{StepID: id, Error: "e", RetryAt: genWake})
+			case 4:
+				add(&eventlog.StepAbandoned{StepID: id})
 			default:
 				add(&eventlog.StepCancelled{StepID: id})
 			}
@@ -81,9 +104,12 @@ func genMore(t *rapid.T, events []eventlog.Event, o genOpts, n int) []eventlog.E
 			add(&eventlog.ResourceCaptured{Key: key, Ref: fmt.Sprintf("cap-%d", len(events)+1),
 				Generation: naiveGeneration(events, key, len(events)), Reason: eventlog.CaptureSteps})
 		case "noise":
-			switch rapid.IntRange(0, 2).Draw(t, "noise") {
+			switch rapid.IntRange(0, 3).Draw(t, "noise") {
 			case 0:
 				add(&eventlog.DispatchStarted{Dispatch: uint64(len(events))})
+			case 3:
+				// The Part II kinds without a body advance nothing (DESIGN §8½).
+				add(rapid.SampledFrom(bodiless()).Draw(t, "bodiless"))
 			case 1:
 				add(&eventlog.StepDenied{StepID: rapid.SampledFrom(genSteps).Draw(t, "step"), StepKind: eventlog.StepTool, Target: "t", Reason: "no"})
 			default:

@@ -62,6 +62,8 @@ func naiveScan(events []eventlog.Event, key string, n int) naiveResource {
 			delete(r.inFlight, p.StepID)
 		case *eventlog.StepCancelled:
 			delete(r.inFlight, p.StepID)
+		case *eventlog.StepAbandoned:
+			delete(r.inFlight, p.StepID)
 		case *eventlog.ResourceCaptured:
 			if p.Key == key {
 				r.checkpoints = append(r.checkpoints, naiveCheckpoint{p.Ref, ev.Seq, p.Generation})

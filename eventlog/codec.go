@@ -11,9 +11,14 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// FormatVersion is the version byte that starts every encoded event record.
-// A change to any kind code or field tag is a new format version.
-const FormatVersion byte = 1
+// FormatVersion is the version byte that starts every encoded event record
+// this build writes. A change to any kind code or field tag is a new format
+// version. Version 2 added the kinds and fields of DESIGN §8½; a version 1
+// record still decodes, and holds none of them.
+const FormatVersion byte = 2
+
+// MinFormatVersion is the oldest record format version DecodeRecord reads.
+const MinFormatVersion byte = 1
 
 // recordHeaderLen is the fixed part of a record:
 //
@@ -82,12 +87,16 @@ func DecodeRecord(seq uint64, b []byte) (Event, error) {
 	if len(b) < recordHeaderLen {
 		return Event{}, fmt.Errorf("%w: record of %d bytes is shorter than its header", ErrCorrupt, len(b))
 	}
-	if b[0] != FormatVersion {
-		return Event{}, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, b[0], FormatVersion)
+	version := b[0]
+	if version < MinFormatVersion || version > FormatVersion {
+		return Event{}, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrCorrupt, version, MinFormatVersion, FormatVersion)
 	}
 	kind := Kind(b[1])
 	if !kind.Valid() {
 		return Event{}, fmt.Errorf("%w: unknown event kind code %d", ErrCorrupt, b[1])
+	}
+	if kind.Since() > version {
+		return Event{}, fmt.Errorf("%w: %s in a format version %d record (it is a version %d kind)", ErrCorrupt, kind, version, kind.Since())
 	}
 	if got, want := recordChecksum(b), binary.BigEndian.Uint32(b[2:6]); got != want {
 		return Event{}, fmt.Errorf("%w: %s: checksum %08x, stored %08x", ErrCorrupt, kind, got, want)
@@ -111,10 +120,93 @@ func DecodeRecord(seq uint64, b []byte) (Event, error) {
 	if r.Len() != 0 {
 		return Event{}, fmt.Errorf("%w: %s payload: %d trailing bytes", ErrCorrupt, kind, r.Len())
 	}
+	if version < 2 {
+		if f := v2Field(ev.Data); f != "" {
+			return Event{}, fmt.Errorf("%w: %s payload: %s in a format version %d record (it is a version 2 field)", ErrCorrupt, kind, f, version)
+		}
+	}
+	utcTimes(ev.Data)
 	if err := ev.Data.validate(); err != nil {
 		return Event{}, fmt.Errorf("%w: %s payload: %v", ErrCorrupt, kind, err)
 	}
 	return ev, nil
+}
+
+// V2Fields lists, per kind of format version 1, the field tags that format
+// version 2 added (the kinds that version 2 added are all version 2). A
+// version 1 record that sets one of them, or holds step kind child, does
+// not decode.
+var V2Fields = map[Kind][]string{
+	KindExecutionCreated: {"deadline", "key"},
+	KindDispatchStarted:  {"owner", "epoch"},
+	KindStepFailed:       {"retry_at"},
+	KindForkCreated:      {"input", "overrides", "deadline"},
+}
+
+// v2Field returns the tag of a field (or value) of p that format version 2
+// added and p sets, or "".
+func v2Field(p Payload) string {
+	switch p := p.(type) {
+	case *ExecutionCreated:
+		switch {
+		case !p.Deadline.IsZero():
+			return "deadline"
+		case p.Key != "":
+			return "key"
+		}
+	case *DispatchStarted:
+		switch {
+		case p.Owner != "":
+			return "owner"
+		case p.Epoch != 0:
+			return "epoch"
+		}
+	case *StepStarted:
+		if p.StepKind == StepChild {
+			return "step_kind child"
+		}
+	case *StepDenied:
+		if p.StepKind == StepChild {
+			return "step_kind child"
+		}
+	case *StepFailed:
+		if !p.RetryAt.IsZero() {
+			return "retry_at"
+		}
+	case *ForkCreated:
+		switch {
+		case len(p.Input) > 0:
+			return "input"
+		case len(p.Overrides) > 0:
+			return "overrides"
+		case !p.Deadline.IsZero():
+			return "deadline"
+		}
+	}
+	return ""
+}
+
+// utcTimes sets the location of p's non-zero times to UTC: msgpack decodes
+// a time in the local zone, and a decoded event must not depend on the
+// machine that reads it (the record header's time is UTC too).
+func utcTimes(p Payload) {
+	utc := func(t *time.Time) {
+		if !t.IsZero() {
+			*t = t.UTC()
+		}
+	}
+	switch p := p.(type) {
+	case *ExecutionCreated:
+		utc(&p.Deadline)
+	case *StepFailed:
+		utc(&p.RetryAt)
+	case *ForkCreated:
+		utc(&p.Deadline)
+	case *DispatchParked:
+		utc(&p.WakeAt)
+	case *TimerStarted:
+		utc(&p.WakeAt)
+	}
 }
 
 // checkSizes walks the msgpack values in p and fails if a declared length

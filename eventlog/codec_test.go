@@ -175,6 +175,96 @@ func invalidPayloads() map[string]eventlog.Payload {
 		"fork/covered without ref": &eventlog.ForkCreated{Parent: sampleParent, At: 1, Selections: []eventlog.ForkSelection{
 			{Key: "a", Covered: true, Generation: 1},
 		}},
+		"fork/override no id": &eventlog.ForkCreated{Parent: sampleParent, At: 1, Overrides: []eventlog.StepOverride{{Result: []byte("1")}}},
+		"fork/overrides unsorted": &eventlog.ForkCreated{Parent: sampleParent, At: 1, Overrides: []eventlog.StepOverride{
+			{StepID: "b"}, {StepID: "a"},
+		}},
+		"fork/overrides duplicate": &eventlog.ForkCreated{Parent: sampleParent, At: 1, Overrides: []eventlog.StepOverride{
+			{StepID: "a"}, {StepID: "a"},
+		}},
+		"dispatch/epoch without owner":    &eventlog.DispatchStarted{Dispatch: 1, Epoch: 3},
+		"failed/indeterminate with retry": &eventlog.StepFailed{StepID: "s", Indeterminate: true, RetryAt: sampleWake},
+		"parked/bad reason":               &eventlog.DispatchParked{WakeAt: sampleWake, Reason: "bored"},
+		"parked/no reason":                &eventlog.DispatchParked{WakeAt: sampleWake},
+		"parked/timer without wake":       &eventlog.DispatchParked{Reason: eventlog.ParkTimer},
+		"parked/retry without wake":       &eventlog.DispatchParked{Reason: eventlog.ParkRetry},
+		"timer_started/no id":             &eventlog.TimerStarted{WakeAt: sampleWake},
+		"timer_started/zero wake":         &eventlog.TimerStarted{TimerID: "t"},
+		"timer_fired/no id":               &eventlog.TimerFired{},
+		"approval_requested/no id":        &eventlog.ApprovalRequested{StepKind: eventlog.StepTool},
+		"approval_requested/bad kind":     &eventlog.ApprovalRequested{StepID: "s", StepKind: "shell"},
+		"approval_granted/no id":          &eventlog.ApprovalGranted{By: "bob"},
+		"approval_rejected/no id":         &eventlog.ApprovalRejected{Note: "no"},
+		"marker/no name":                  &eventlog.MarkerRecorded{},
+		"abandoned/no id":                 &eventlog.StepAbandoned{},
+		"diverged/none":                   &eventlog.ForkDiverged{},
+		"diverged/empty id":               &eventlog.ForkDiverged{Unconsumed: []string{"s", ""}},
+	}
+}
+
+// A version 1 record holds only what format version 1 had: a kind or a
+// field (or the step kind child) of version 2 in it is corrupt, while the
+// same payload under version 2 decodes.
+func TestDecodeRecordVersion1HoldsOnlyVersion1(t *testing.T) {
+	v1 := func(ev eventlog.Event) []byte {
+		rec := mustRecord(ev)
+		rec[0] = 1
+		return reseal(rec)
+	}
+	for _, ev := range fullEvents() {
+		if ev.Kind().Since() == 2 {
+			wantCorrupt(t, ev.Kind().String()+" as version 1", v1(ev), "version 2 kind")
+		}
+	}
+	for _, ev := range fullEventsV1() {
+		if _, err := eventlog.DecodeRecord(ev.Seq, v1(ev)); err != nil {
+			t.Errorf("%s as version 1: %v", ev.Kind(), err)
+		}
+	}
+	for _, c := range []struct {
+		field string
+		p     eventlog.Payload
+	}{
+		{"deadline", &eventlog.ExecutionCreated{Agent: "a", Deadline: sampleWake}},
+		{"key", &eventlog.ExecutionCreated{Agent: "a", Key: "k"}},
+		{"owner", &eventlog.DispatchStarted{Dispatch: 1, Owner: "o"}},
+		{"retry_at", &eventlog.StepFailed{StepID: "s", RetryAt: sampleWake}},
+		{"input", &eventlog.ForkCreated{Parent: sampleParent, At: 1, Input: []byte("1")}},
+		{"overrides", &eventlog.ForkCreated{Parent: sampleParent, At: 1, Overrides: []eventlog.StepOverride{{StepID: "s"}}}},
+		{"deadline", &eventlog.ForkCreated{Parent: sampleParent, At: 1, Deadline: sampleWake}},
+		{"step_kind child", &eventlog.StepStarted{StepID: "s", StepKind: eventlog.StepChild, Idempotency: eventlog.SafeToRetry, Attempt: 1}},
+		{"step_kind child", &eventlog.StepDenied{StepID: "s", StepKind: eventlog.StepChild}},
+	} {
+		ev := eventlog.Event{Seq: 3, Data: c.p}
+		if _, err := eventlog.DecodeRecord(3, mustRecord(ev)); err != nil {
+			t.Errorf("%s with %s as version 2: %v", ev.Kind(), c.field, err)
+		}
+		wantCorrupt(t, ev.Kind().String()+" with "+c.field+" as version 1", v1(ev), c.field, "version 2 field")
+	}
+}
+
+// MustSync follows the format table: only a safe_to_retry step.started may
+// ride on a later sync, and an append is synced when any of its events
+// must be.
+func TestMustSync(t *testing.T) {
+	safe := eventlog.Event{Data: &eventlog.StepStarted{StepID: "s", StepKind: eventlog.StepTool, Idempotency: eventlog.SafeToRetry, Attempt: 1}}
+	once := eventlog.Event{Data: &eventlog.StepStarted{StepID: "s", StepKind: eventlog.StepTool, Idempotency: eventlog.AtMostOnce, Attempt: 1}}
+	if eventlog.MustSync(safe) {
+		t.Error("a safe_to_retry step.started must be synced")
+	}
+	if !eventlog.MustSync(once) {
+		t.Error("an at_most_once step.started need not be synced")
+	}
+	if !eventlog.MustSync(safe, eventlog.Event{Data: &eventlog.StepSucceeded{StepID: "s"}}) {
+		t.Error("a group with a terminal event need not be synced")
+	}
+	for _, ev := range fullEvents() {
+		if ev.Kind() == eventlog.KindStepStarted {
+			continue
+		}
+		if !eventlog.MustSync(ev) {
+			t.Errorf("%s need not be synced", ev.Kind())
+		}
 	}
 }
 
@@ -407,6 +497,12 @@ func FuzzDecodeRecord(f *testing.F) {
 		bad[len(bad)-1] ^= 0x10
 		f.Add(bad, false)
 		f.Add(append(bytes.Clone(rec), 0xc0), true)
+	}
+	// Version 1 records: the golden ones, as the version 1 encoder wrote them.
+	for _, ev := range fullEventsV1() {
+		rec := mustRecord(ev)
+		rec[0] = 1
+		f.Add(reseal(rec), false)
 	}
 	f.Add([]byte{}, false)
 	f.Add([]byte{eventlog.FormatVersion, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, true)

@@ -18,13 +18,36 @@
 //
 // # Format
 //
-// A record is [FormatVersion], the kind code, a CRC-32C of all but itself, the time
+// A record is its format version, the kind code, a CRC-32C of all but itself, the time
 // in Unix nanoseconds and the payload as a msgpack map keyed by the field tags
-// of the payload structs. Kind codes and field tags are pinned by a test: a
+// of the payload structs (times in payloads are msgpack timestamps, decoded
+// in UTC). Kind codes and field tags are pinned by a test: a
 // change to them is a new FormatVersion. [DecodeRecord] rejects an unknown
 // version or kind, a checksum mismatch, unknown fields, trailing bytes and a
 // payload that breaks its invariants, with an error that wraps [ErrCorrupt];
 // stores wrap it in a [CorruptionError] naming the execution and the seq.
+//
+// One table in kind.go holds, per kind, its code, wire name, the format
+// version that introduced it and when an append of it must be durable
+// ([MustSync]). Version 1 is DESIGN §3's thirteen kinds; version 2
+// ([FormatVersion], what this build writes) adds the kinds and fields of
+// DESIGN §8½ in one step: execution.cancel_requested, execution.cancelled,
+// dispatch.parked, timer.started, timer.fired, approval.requested,
+// approval.granted, approval.rejected, marker.recorded, step.abandoned and
+// fork.diverged; execution.created Deadline and Key, dispatch.started Owner
+// and Epoch, step.failed RetryAt, fork.created Input, Overrides and
+// Deadline ([V2Fields]); and the step kind child. A version 1 record still
+// decodes unchanged, and one that holds anything of version 2 is corrupt.
+//
+// # Status
+//
+// [StatusState] is DESIGN §9's status fold (pending, running, waiting,
+// completed, failed, cancelled) with what a store keeps beside it: the
+// head, the Time of the newest event, the wake time of a parked dispatch
+// and the run's deadline. The replay fold and the stores run this one
+// function, so that [Info].Status (kept by the store, never folded on
+// read) and a replay of the lineage agree. A fork's status is its own from
+// its fork.created on.
 //
 // # The checkpoint index
 //
@@ -39,5 +62,10 @@
 // Generations follow DESIGN §5 exactly, with one choice written down here:
 // an execution's own resource.bound empties the resource's in-flight set,
 // because the new resource was made from a checkpoint (or the initial
-// environment) and no earlier body ever ran against it.
+// environment) and no earlier body ever ran against it. Part II's events
+// fold by DESIGN §8½: a child step advances like a tool call (under
+// CoverageReuse only the resources it affects), step.failed with a RetryAt
+// and step.abandoned land the attempt, and the kinds without a body
+// (timers, approvals, requests, markers, parking, divergence) change no
+// resource.
 package eventlog

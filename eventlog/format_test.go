@@ -2,6 +2,7 @@ package eventlog_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/google/go-cmp/cmp"
@@ -37,14 +39,38 @@ var pinnedKinds = []struct {
 	{11, "execution.completed"},
 	{12, "execution.failed"},
 	{13, "fork.created"},
+	{14, "execution.cancel_requested"},
+	{15, "execution.cancelled"},
+	{16, "dispatch.parked"},
+	{17, "timer.started"},
+	{18, "timer.fired"},
+	{19, "approval.requested"},
+	{20, "approval.granted"},
+	{21, "approval.rejected"},
+	{22, "marker.recorded"},
+	{23, "step.abandoned"},
+	{24, "fork.diverged"},
 }
+
+// pinnedSince is the format version that introduced each kind, and
+// pinnedSync its sync class (1 = synced before the caller sees the effect,
+// 2 = synced only for an at_most_once step), by code.
+var (
+	pinnedSince = []byte{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}
+	pinnedSync  = []eventlog.Sync{0, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+)
 
 // pinnedFields lists, per payload struct, every field as "Name GoType tag".
 // The Go type is pinned too: it decides the msgpack encoding (an int field
 // turned into a string would still carry the same tag).
 var pinnedFields = map[reflect.Type][]string{
-	reflect.TypeFor[eventlog.ExecutionCreated](): {"Agent string agent", "Input []uint8 input,omitempty"},
-	reflect.TypeFor[eventlog.DispatchStarted]():  {"Dispatch uint64 dispatch"},
+	reflect.TypeFor[eventlog.ExecutionCreated](): {
+		"Agent string agent", "Input []uint8 input,omitempty",
+		"Deadline time.Time deadline,omitempty", "Key string key,omitempty",
+	},
+	reflect.TypeFor[eventlog.DispatchStarted](): {
+		"Dispatch uint64 dispatch", "Owner string owner,omitempty", "Epoch uint64 epoch,omitempty",
+	},
 	reflect.TypeFor[eventlog.StepStarted](): {
 		"StepID string step_id", "StepKind eventlog.StepKind step_kind", "Target string target",
 		"Args []uint8 args,omitempty", "Resources []string resources,omitempty",
@@ -53,6 +79,7 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.StepSucceeded](): {"StepID string step_id", "Result []uint8 result,omitempty"},
 	reflect.TypeFor[eventlog.StepFailed](): {
 		"StepID string step_id", "Error string error", "Indeterminate bool indeterminate,omitempty",
+		"RetryAt time.Time retry_at,omitempty",
 	},
 	reflect.TypeFor[eventlog.StepCancelled](): {"StepID string step_id"},
 	reflect.TypeFor[eventlog.StepDenied](): {
@@ -73,21 +100,38 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.ExecutionFailed]():    {"Error string error", "Code eventlog.FailureCode code"},
 	reflect.TypeFor[eventlog.ForkCreated](): {
 		"Parent eventlog.ID parent", "At uint64 at", "Selections []eventlog.ForkSelection selections,omitempty",
+		"Input []uint8 input,omitempty", "Overrides []eventlog.StepOverride overrides,omitempty",
+		"Deadline time.Time deadline,omitempty",
 	},
 	reflect.TypeFor[eventlog.ForkSelection](): {
 		"Key string key", "Ref string ref,omitempty", "CapturedAt uint64 captured_at,omitempty",
 		"Generation uint64 generation", "Covered bool covered,omitempty",
 	},
+	reflect.TypeFor[eventlog.StepOverride]():       {"StepID string step_id", "Result []uint8 result,omitempty"},
+	reflect.TypeFor[eventlog.CancelRequested]():    {"Reason string reason,omitempty", "By string by,omitempty"},
+	reflect.TypeFor[eventlog.ExecutionCancelled](): {"Reason string reason,omitempty"},
+	reflect.TypeFor[eventlog.DispatchParked]():     {"WakeAt time.Time wake_at,omitempty", "Reason eventlog.ParkReason reason"},
+	reflect.TypeFor[eventlog.TimerStarted]():       {"TimerID string timer_id", "WakeAt time.Time wake_at"},
+	reflect.TypeFor[eventlog.TimerFired]():         {"TimerID string timer_id"},
+	reflect.TypeFor[eventlog.ApprovalRequested](): {
+		"StepID string step_id", "StepKind eventlog.StepKind step_kind", "Target string target",
+		"Args []uint8 args,omitempty", "Reason string reason,omitempty",
+	},
+	reflect.TypeFor[eventlog.ApprovalGranted]():  {"StepID string step_id", "By string by,omitempty", "Note string note,omitempty"},
+	reflect.TypeFor[eventlog.ApprovalRejected](): {"StepID string step_id", "By string by,omitempty", "Note string note,omitempty"},
+	reflect.TypeFor[eventlog.MarkerRecorded]():   {"Name string name"},
+	reflect.TypeFor[eventlog.StepAbandoned]():    {"StepID string step_id"},
+	reflect.TypeFor[eventlog.ForkDiverged]():     {"Unconsumed []string unconsumed"},
 }
 
 // pinnedKeys is the set of map keys each kind's payload is encoded with:
 // all of them for fullEvents, the ones without omitempty for minimalEvents.
 var pinnedKeys = map[eventlog.Kind][2][]string{
-	eventlog.KindExecutionCreated:      {{"agent", "input"}, {"agent"}},
-	eventlog.KindDispatchStarted:       {{"dispatch"}, {"dispatch"}},
+	eventlog.KindExecutionCreated:      {{"agent", "deadline", "input", "key"}, {"agent"}},
+	eventlog.KindDispatchStarted:       {{"dispatch", "epoch", "owner"}, {"dispatch"}},
 	eventlog.KindStepStarted:           {{"args", "attempt", "idempotency", "resources", "step_id", "step_kind", "target"}, {"attempt", "idempotency", "step_id", "step_kind", "target"}},
 	eventlog.KindStepSucceeded:         {{"result", "step_id"}, {"step_id"}},
-	eventlog.KindStepFailed:            {{"error", "indeterminate", "step_id"}, {"error", "step_id"}},
+	eventlog.KindStepFailed:            {{"error", "retry_at", "step_id"}, {"error", "step_id"}},
 	eventlog.KindStepCancelled:         {{"step_id"}, {"step_id"}},
 	eventlog.KindStepDenied:            {{"reason", "step_id", "step_kind", "target"}, {"reason", "step_id", "step_kind", "target"}},
 	eventlog.KindResourceBound:         {{"binding", "configuration", "coverage_reuse", "driver_id", "every_steps", "from", "key", "on_completion"}, {"binding", "driver_id", "every_steps", "key", "on_completion"}},
@@ -95,7 +139,18 @@ var pinnedKeys = map[eventlog.Kind][2][]string{
 	eventlog.KindResourceCaptureFailed: {{"error", "key", "reason"}, {"error", "key", "reason"}},
 	eventlog.KindExecutionCompleted:    {{"output"}, {}},
 	eventlog.KindExecutionFailed:       {{"code", "error"}, {"code", "error"}},
-	eventlog.KindForkCreated:           {{"at", "parent", "selections"}, {"at", "parent"}},
+	eventlog.KindForkCreated:           {{"at", "deadline", "input", "overrides", "parent", "selections"}, {"at", "parent"}},
+	eventlog.KindCancelRequested:       {{"by", "reason"}, {}},
+	eventlog.KindExecutionCancelled:    {{"reason"}, {}},
+	eventlog.KindDispatchParked:        {{"reason", "wake_at"}, {"reason"}},
+	eventlog.KindTimerStarted:          {{"timer_id", "wake_at"}, {"timer_id", "wake_at"}},
+	eventlog.KindTimerFired:            {{"timer_id"}, {"timer_id"}},
+	eventlog.KindApprovalRequested:     {{"args", "reason", "step_id", "step_kind", "target"}, {"step_id", "step_kind", "target"}},
+	eventlog.KindApprovalGranted:       {{"by", "note", "step_id"}, {"step_id"}},
+	eventlog.KindApprovalRejected:      {{"by", "note", "step_id"}, {"step_id"}},
+	eventlog.KindMarkerRecorded:        {{"name"}, {"name"}},
+	eventlog.KindStepAbandoned:         {{"step_id"}, {"step_id"}},
+	eventlog.KindForkDiverged:          {{"unconsumed"}, {"unconsumed"}},
 }
 
 // TestFormatPinned fails on any change to the persisted event format: kind
@@ -105,8 +160,17 @@ var pinnedKeys = map[eventlog.Kind][2][]string{
 // one, or undo the change.
 func TestFormatPinned(t *testing.T) {
 	t.Run("version", func(t *testing.T) {
-		if eventlog.FormatVersion != 1 {
-			t.Errorf("FormatVersion = %d, pinned 1", eventlog.FormatVersion)
+		if eventlog.FormatVersion != 2 || eventlog.MinFormatVersion != 1 {
+			t.Errorf("FormatVersion = %d, MinFormatVersion = %d, pinned 2 and 1", eventlog.FormatVersion, eventlog.MinFormatVersion)
+		}
+		want := map[eventlog.Kind][]string{
+			eventlog.KindExecutionCreated: {"deadline", "key"},
+			eventlog.KindDispatchStarted:  {"owner", "epoch"},
+			eventlog.KindStepFailed:       {"retry_at"},
+			eventlog.KindForkCreated:      {"input", "overrides", "deadline"},
+		}
+		if d := cmp.Diff(want, eventlog.V2Fields); d != "" {
+			t.Errorf("V2Fields (-pinned +now):\n%s", d)
 		}
 	})
 
@@ -126,8 +190,11 @@ func TestFormatPinned(t *testing.T) {
 			if p, err := eventlog.ParseKind(pk.name); err != nil || p != k {
 				t.Errorf("ParseKind(%q) = %v, %v", pk.name, p, err)
 			}
+			if k.Since() != pinnedSince[pk.code] || k.Sync() != pinnedSync[pk.code] {
+				t.Errorf("%s: Since %d Sync %d, pinned %d %d", k, k.Since(), k.Sync(), pinnedSince[pk.code], pinnedSync[pk.code])
+			}
 		}
-		for _, code := range []byte{0, 14, 255} {
+		for _, code := range []byte{0, 25, 255} {
 			k := eventlog.Kind(code)
 			if k.Valid() || k.String() != fmt.Sprintf("kind(%d)", code) {
 				t.Errorf("Kind(%d): Valid %v String %q", code, k.Valid(), k)
@@ -169,12 +236,16 @@ func TestFormatPinned(t *testing.T) {
 			string(eventlog.CaptureBaseline), string(eventlog.CaptureSteps), string(eventlog.CaptureCompletion),
 			string(eventlog.FailHandler), string(eventlog.FailPanic), string(eventlog.FailCheckpointUnavailable),
 			string(eventlog.FailResourceMismatch), string(eventlog.FailResource),
+			string(eventlog.StepChild), string(eventlog.FailDeadline), string(eventlog.FailResourceUnavailable),
+			string(eventlog.ParkTimer), string(eventlog.ParkRetry), string(eventlog.ParkApproval), string(eventlog.ParkChild),
 		}
 		want := []string{
 			"tool", "local", "llm",
 			"safe_to_retry", "at_most_once",
 			"baseline", "steps", "completion",
 			"handler", "panic", "checkpoint_unavailable", "resource_mismatch", "resource",
+			"child", "deadline", "resource_unavailable",
+			"timer", "retry", "approval", "child",
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("enum values (-pinned +now):\n%s", d)
@@ -184,8 +255,8 @@ func TestFormatPinned(t *testing.T) {
 	t.Run("header layout", func(t *testing.T) {
 		for _, ev := range fullEvents() {
 			rec := mustRecord(ev)
-			if rec[0] != 1 {
-				t.Errorf("%s: byte 0 = %d, want the format version 1", ev.Kind(), rec[0])
+			if rec[0] != 2 {
+				t.Errorf("%s: byte 0 = %d, want the format version 2", ev.Kind(), rec[0])
 			}
 			if rec[1] != byte(ev.Kind()) {
 				t.Errorf("%s: byte 1 = %d, want the kind code %d", ev.Kind(), rec[1], byte(ev.Kind()))
@@ -226,9 +297,76 @@ func TestFormatPinned(t *testing.T) {
 		}
 	})
 
-	t.Run("golden records", func(t *testing.T) {
-		checkGolden(t, filepath.Join("testdata", "records.golden"), goldenRecords())
+	t.Run("times", func(t *testing.T) {
+		// A payload time is a msgpack timestamp (extension -1), decoded in UTC.
+		m := payloadMap(t, mustRecord(fullEvents()[16]))
+		if _, ok := m["wake_at"].(time.Time); !ok {
+			t.Errorf("wake_at encoded as %#v, want a msgpack timestamp", m["wake_at"])
+		}
+		ev, err := eventlog.DecodeRecord(17, mustRecord(fullEvents()[16]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := ev.Data.(*eventlog.TimerStarted).WakeAt; w.Location() != time.UTC || !w.Equal(sampleWake) {
+			t.Errorf("wake_at decoded as %v, want %v in UTC", w, sampleWake)
+		}
 	})
+
+	t.Run("golden records", func(t *testing.T) {
+		checkGolden(t, filepath.Join("testdata", "records_v2.golden"), goldenRecords())
+	})
+
+	t.Run("golden version 1 records", func(t *testing.T) {
+		checkGoldenV1(t, filepath.Join("testdata", "records.golden"))
+	})
+}
+
+// checkGoldenV1 checks that the version 1 records written by the version 1
+// encoder (testdata/records.golden, never rewritten) still decode to their
+// sample events, and that version 2 changed nothing in how those events
+// are encoded but the version byte.
+func checkGoldenV1(t *testing.T, path string) {
+	t.Helper()
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := fullEventsV1()
+	i := 0
+	sc := bufio.NewScanner(strings.NewReader(string(want)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, hx, ok := strings.Cut(line, " ")
+		if !ok || i >= len(evs) {
+			t.Fatalf("%s: unexpected line %q", path, line)
+		}
+		rec, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", path, name, err)
+		}
+		if rec[0] != 1 {
+			t.Errorf("%s: %s: version %d, want 1", path, name, rec[0])
+		}
+		ev, err := eventlog.DecodeRecord(evs[i].Seq, rec)
+		if err != nil {
+			t.Errorf("%s: %s: %v", path, name, err)
+		} else if d := eventDiff(evs[i], ev); d != "" || ev.Kind().String() != name {
+			t.Errorf("%s: %s decodes as %s (-want +got):\n%s", path, name, ev.Kind(), d)
+		}
+		v2 := mustRecord(evs[i])
+		v2[0] = 1
+		if got := reseal(v2); !bytes.Equal(got, rec) {
+			t.Errorf("%s: %s: the version 2 encoding with version byte 1 is\n%x, the version 1 record is\n%x", path, name, got, rec)
+		}
+		i++
+	}
+	if i != len(evs) {
+		t.Errorf("%s holds %d records, want %d", path, i, len(evs))
+	}
 }
 
 var cmpEmpty = cmp.Comparer(func(a, b []string) bool { return slices.Equal(a, b) })
@@ -246,7 +384,7 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 // goldenRecords is the text of testdata/records.golden.
 func goldenRecords() string {
 	var b strings.Builder
-	b.WriteString("# The exact record of each sample event (fullEvents in sample_test.go),\n")
+	b.WriteString("# The exact format version 2 record of each sample event (fullEvents in\n# sample_test.go),\n")
 	b.WriteString("# one line per kind: wire name, then the record in hex. Any change here is\n")
 	b.WriteString("# a change to the on-disk format. Regenerate with\n")
 	b.WriteString("#   go test ./eventlog -run TestFormatPinned -rewrite\n")

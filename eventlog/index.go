@@ -128,6 +128,8 @@ func (s *IndexState) Apply(ev Event) ([]ResourceState, error) {
 		return s.land(ev.Seq, p.StepID), nil
 	case *StepCancelled:
 		return s.land(ev.Seq, p.StepID), nil
+	case *StepAbandoned:
+		return s.land(ev.Seq, p.StepID), nil
 
 	case *ResourceCaptured:
 		st, ok := s.res[p.Key]

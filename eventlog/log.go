@@ -14,6 +14,15 @@ type Info struct {
 	ForkSeq uint64    // the parent's seq this execution forked at; 0 for a root
 	Head    uint64    // seq of the newest event of the lineage
 	Created time.Time // when the execution (or fork) was created
+
+	// Status, Updated, WakeAt and Deadline are the execution's
+	// [StatusState] after its newest event, which a store keeps beside the
+	// events (written in the same batch), so that Info and List never fold
+	// a lineage. Updated is the Time of the newest event.
+	Status   Status
+	Updated  time.Time
+	WakeAt   time.Time // when a parked execution is to run again; zero if none
+	Deadline time.Time // zero if none
 }
 
 // Log is an append-only store of executions and their events. A kernel

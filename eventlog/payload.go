@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Payload is the data of one event: exactly one of the pointer types of this
@@ -24,10 +25,13 @@ const (
 	StepTool  StepKind = "tool"  // a tool call (DefineTool)
 	StepLocal StepKind = "local" // a local step (Step)
 	StepLLM   StepKind = "llm"   // an LLM call recorded by the transport
+	StepChild StepKind = "child" // a child execution started and awaited (format 2)
 )
 
 // Valid reports whether k is one of the step kinds.
-func (k StepKind) Valid() bool { return k == StepTool || k == StepLocal || k == StepLLM }
+func (k StepKind) Valid() bool {
+	return k == StepTool || k == StepLocal || k == StepLLM || k == StepChild
+}
 
 // Idempotency says what may happen to a step orphaned by a dead dispatch.
 type Idempotency string
@@ -67,17 +71,49 @@ const (
 	FailCheckpointUnavailable FailureCode = "checkpoint_unavailable" // a fork's selected checkpoint could not be restored
 	FailResourceMismatch      FailureCode = "resource_mismatch"      // a driver differs from the recorded binding
 	FailResource              FailureCode = "resource"               // a driver failed to create or open a resource
+	FailDeadline              FailureCode = "deadline"               // the execution's deadline passed (DESIGN §9)
+	FailResourceUnavailable   FailureCode = "resource_unavailable"   // a new owner cannot open a binding and the head is uncovered (DESIGN §11)
 )
+
+// ParkReason says what a parked dispatch waits for.
+type ParkReason string
+
+// The park reasons of DESIGN §10. A dispatch parked on a timer or a retry
+// backoff has a WakeAt; one parked on an approval or a child may have none
+// (it waits for the decision or the child's end).
+const (
+	ParkTimer    ParkReason = "timer"    // sdk.Sleep
+	ParkRetry    ParkReason = "retry"    // a retry backoff
+	ParkApproval ParkReason = "approval" // an approval.requested without decision
+	ParkChild    ParkReason = "child"    // a child execution that has not ended
+)
+
+// Valid reports whether r is one of the park reasons.
+func (r ParkReason) Valid() bool {
+	return r == ParkTimer || r == ParkRetry || r == ParkApproval || r == ParkChild
+}
+
+// needsWake reports whether a dispatch parked for r must name its wake time.
+func (r ParkReason) needsWake() bool { return r == ParkTimer || r == ParkRetry }
 
 // ExecutionCreated is the first event of every root execution.
 type ExecutionCreated struct {
 	Agent string `msgpack:"agent"`
 	Input []byte `msgpack:"input,omitempty"` // encoded by the SDK
+	// Deadline is when the kernel cancels the handler and fails the
+	// execution with Code deadline; zero for none (format 2).
+	Deadline time.Time `msgpack:"deadline,omitempty"`
+	// Key is the idempotency key of sdk.WithKey; "" for none (format 2).
+	Key string `msgpack:"key,omitempty"`
 }
 
 // DispatchStarted is written by each Run that begins executing the handler.
 type DispatchStarted struct {
 	Dispatch uint64 `msgpack:"dispatch"` // 1-based, counted over the whole lineage
+	// Owner and Epoch name the lease the dispatch runs under (DESIGN §11);
+	// "" and 0 when the store keeps no leases (format 2).
+	Owner string `msgpack:"owner,omitempty"`
+	Epoch uint64 `msgpack:"epoch,omitempty"`
 }
 
 // StepStarted is written before a live tool call, local step or LLM call runs.
@@ -103,6 +139,10 @@ type StepFailed struct {
 	StepID        string `msgpack:"step_id"`
 	Error         string `msgpack:"error"`
 	Indeterminate bool   `msgpack:"indeterminate,omitempty"`
+	// RetryAt, when set, says the attempt failed and the step runs again
+	// (Attempt+1) at that time: the attempt has ended, the step is not
+	// terminal. The final failure has none (format 2).
+	RetryAt time.Time `msgpack:"retry_at,omitempty"`
 }
 
 // StepCancelled records that a step's context was cancelled after it started.
@@ -163,6 +203,100 @@ type ForkCreated struct {
 	Parent     ID              `msgpack:"parent"`
 	At         uint64          `msgpack:"at"`
 	Selections []ForkSelection `msgpack:"selections,omitempty"`
+	// Input, when set, is the fork's new handler input (sdk.WithInput,
+	// format 2).
+	Input []byte `msgpack:"input,omitempty"`
+	// Overrides are results the fork replays instead of the recorded ones
+	// (sdk.WithResult), sorted by unique StepID (format 2).
+	Overrides []StepOverride `msgpack:"overrides,omitempty"`
+	// Deadline is the fork's own deadline; a fork never inherits its
+	// parent's (format 2).
+	Deadline time.Time `msgpack:"deadline,omitempty"`
+}
+
+// StepOverride is a result a fork replays for one step instead of the
+// recorded one (DESIGN §12).
+type StepOverride struct {
+	StepID string `msgpack:"step_id"`
+	Result []byte `msgpack:"result,omitempty"` // encoded by the SDK
+}
+
+// CancelRequested records a request to cancel the execution (DESIGN §9):
+// the owner cancels its handler's context and the execution ends
+// execution.cancelled.
+type CancelRequested struct {
+	Reason string `msgpack:"reason,omitempty"`
+	By     string `msgpack:"by,omitempty"` // who asked: a user, a parent execution, …
+}
+
+// ExecutionCancelled records that the execution was cancelled: a terminal
+// event like execution.failed, with no completion capture before it.
+type ExecutionCancelled struct {
+	Reason string `msgpack:"reason,omitempty"`
+}
+
+// DispatchParked records that the dispatch stopped to wait (DESIGN §10):
+// the execution is waiting until WakeAt or the awaited request.
+type DispatchParked struct {
+	WakeAt time.Time  `msgpack:"wake_at,omitempty"`
+	Reason ParkReason `msgpack:"reason"`
+}
+
+// TimerStarted records a durable sleep until WakeAt (sdk.Sleep). TimerID is
+// a StepID-like identity: kind timer, the duration, the occurrence.
+type TimerStarted struct {
+	TimerID string    `msgpack:"timer_id"`
+	WakeAt  time.Time `msgpack:"wake_at"`
+}
+
+// TimerFired records that a timer's sleep ended.
+type TimerFired struct {
+	TimerID string `msgpack:"timer_id"`
+}
+
+// ApprovalRequested records that the gate asked for an approval of a call
+// before it runs (DESIGN §12).
+type ApprovalRequested struct {
+	StepID   string   `msgpack:"step_id"`
+	StepKind StepKind `msgpack:"step_kind"`
+	Target   string   `msgpack:"target"`
+	Args     []byte   `msgpack:"args,omitempty"` // canonical encoding
+	Reason   string   `msgpack:"reason,omitempty"`
+}
+
+// ApprovalGranted records that a requested approval was granted: the step
+// then runs live.
+type ApprovalGranted struct {
+	StepID string `msgpack:"step_id"`
+	By     string `msgpack:"by,omitempty"`
+	Note   string `msgpack:"note,omitempty"`
+}
+
+// ApprovalRejected records that a requested approval was refused: the step
+// returns ErrDenied.
+type ApprovalRejected struct {
+	StepID string `msgpack:"step_id"`
+	By     string `msgpack:"by,omitempty"`
+	Note   string `msgpack:"note,omitempty"`
+}
+
+// MarkerRecorded records a named marker at its position (sdk.Patched).
+type MarkerRecorded struct {
+	Name string `msgpack:"name"`
+}
+
+// StepAbandoned records that a step started on an earlier dispatch was not
+// reached again by a dispatch that completed (DESIGN §15): the attempt
+// lands.
+type StepAbandoned struct {
+	StepID string `msgpack:"step_id"`
+}
+
+// ForkDiverged records that a fork with a new input ran a live call while
+// recorded steps of its prefix (Unconsumed, their StepIDs) were not
+// consumed (DESIGN §12).
+type ForkDiverged struct {
+	Unconsumed []string `msgpack:"unconsumed"`
 }
 
 // ForkSelection is what a fork restores one resource from (DESIGN §5).
@@ -213,6 +347,39 @@ func (*ExecutionFailed) Kind() Kind { return KindExecutionFailed }
 // Kind implements Payload.
 func (*ForkCreated) Kind() Kind { return KindForkCreated }
 
+// Kind implements Payload.
+func (*CancelRequested) Kind() Kind { return KindCancelRequested }
+
+// Kind implements Payload.
+func (*ExecutionCancelled) Kind() Kind { return KindExecutionCancelled }
+
+// Kind implements Payload.
+func (*DispatchParked) Kind() Kind { return KindDispatchParked }
+
+// Kind implements Payload.
+func (*TimerStarted) Kind() Kind { return KindTimerStarted }
+
+// Kind implements Payload.
+func (*TimerFired) Kind() Kind { return KindTimerFired }
+
+// Kind implements Payload.
+func (*ApprovalRequested) Kind() Kind { return KindApprovalRequested }
+
+// Kind implements Payload.
+func (*ApprovalGranted) Kind() Kind { return KindApprovalGranted }
+
+// Kind implements Payload.
+func (*ApprovalRejected) Kind() Kind { return KindApprovalRejected }
+
+// Kind implements Payload.
+func (*MarkerRecorded) Kind() Kind { return KindMarkerRecorded }
+
+// Kind implements Payload.
+func (*StepAbandoned) Kind() Kind { return KindStepAbandoned }
+
+// Kind implements Payload.
+func (*ForkDiverged) Kind() Kind { return KindForkDiverged }
+
 var errEmptyStepID = errors.New("empty step id")
 
 func (p *ExecutionCreated) validate() error {
@@ -225,6 +392,9 @@ func (p *ExecutionCreated) validate() error {
 func (p *DispatchStarted) validate() error {
 	if p.Dispatch == 0 {
 		return errors.New("dispatch count 0 (counts start at 1)")
+	}
+	if p.Epoch != 0 && p.Owner == "" {
+		return fmt.Errorf("dispatch %d: epoch %d without an owner", p.Dispatch, p.Epoch)
 	}
 	return nil
 }
@@ -249,7 +419,16 @@ func (p *StepStarted) validate() error {
 }
 
 func (p *StepSucceeded) validate() error { return stepIDPresent(p.StepID) }
-func (p *StepFailed) validate() error    { return stepIDPresent(p.StepID) }
+func (p *StepFailed) validate() error {
+	if p.StepID == "" {
+		return errEmptyStepID
+	}
+	if p.Indeterminate && !p.RetryAt.IsZero() {
+		// An indeterminate at_most_once attempt is never retried (DESIGN §10).
+		return fmt.Errorf("step %s: indeterminate failure with a retry time", p.StepID)
+	}
+	return nil
+}
 func (p *StepCancelled) validate() error { return stepIDPresent(p.StepID) }
 
 func (p *StepDenied) validate() error {
@@ -316,6 +495,14 @@ func (p *ForkCreated) validate() error {
 	if p.At == 0 {
 		return errors.New("fork.created: at 0")
 	}
+	for i, o := range p.Overrides {
+		if o.StepID == "" {
+			return fmt.Errorf("fork.created: override %d: %w", i, errEmptyStepID)
+		}
+		if i > 0 && p.Overrides[i-1].StepID >= o.StepID {
+			return fmt.Errorf("fork.created: overrides not sorted by unique step id at %q", o.StepID)
+		}
+	}
 	for i, s := range p.Selections {
 		if s.Key == "" {
 			return fmt.Errorf("fork.created: selection %d: empty key", i)
@@ -325,6 +512,70 @@ func (p *ForkCreated) validate() error {
 		}
 		if s.Covered && s.Ref == "" {
 			return fmt.Errorf("fork.created: selection %q covered without a ref", s.Key)
+		}
+	}
+	return nil
+}
+
+func (p *CancelRequested) validate() error    { return nil }
+func (p *ExecutionCancelled) validate() error { return nil }
+
+func (p *DispatchParked) validate() error {
+	if !p.Reason.Valid() {
+		return fmt.Errorf("dispatch.parked: unknown reason %q", p.Reason)
+	}
+	if p.Reason.needsWake() && p.WakeAt.IsZero() {
+		return fmt.Errorf("dispatch.parked: parked for %s without a wake time", p.Reason)
+	}
+	return nil
+}
+
+func (p *TimerStarted) validate() error {
+	if p.TimerID == "" {
+		return errors.New("empty timer id")
+	}
+	if p.WakeAt.IsZero() {
+		return fmt.Errorf("timer %s: zero wake time", p.TimerID)
+	}
+	return nil
+}
+
+func (p *TimerFired) validate() error {
+	if p.TimerID == "" {
+		return errors.New("empty timer id")
+	}
+	return nil
+}
+
+func (p *ApprovalRequested) validate() error {
+	if p.StepID == "" {
+		return errEmptyStepID
+	}
+	if !p.StepKind.Valid() {
+		return fmt.Errorf("step %s: unknown step kind %q", p.StepID, p.StepKind)
+	}
+	return nil
+}
+
+func (p *ApprovalGranted) validate() error  { return stepIDPresent(p.StepID) }
+func (p *ApprovalRejected) validate() error { return stepIDPresent(p.StepID) }
+
+func (p *MarkerRecorded) validate() error {
+	if p.Name == "" {
+		return errors.New("marker.recorded: empty name")
+	}
+	return nil
+}
+
+func (p *StepAbandoned) validate() error { return stepIDPresent(p.StepID) }
+
+func (p *ForkDiverged) validate() error {
+	if len(p.Unconsumed) == 0 {
+		return errors.New("fork.diverged: no unconsumed steps")
+	}
+	for i, id := range p.Unconsumed {
+		if id == "" {
+			return fmt.Errorf("fork.diverged: unconsumed %d: %w", i, errEmptyStepID)
 		}
 	}
 	return nil

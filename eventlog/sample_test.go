@@ -25,9 +25,49 @@ func mustParseID(s string) eventlog.ID {
 	return id
 }
 
+// sampleWake is the fixed wake time, retry time and deadline of the sample
+// events: nanosecond precision and a zone other than UTC (it decodes as the
+// same instant in UTC).
+var sampleWake = time.Date(2025, 3, 14, 16, 0, 0, 123456789, time.FixedZone("CET", 3600))
+
 // fullEvents returns one event of every kind, in code order, with every
 // field of its payload set to a non-zero value.
 func fullEvents() []eventlog.Event {
+	evs := fullEventsV1()
+	evs[0].Data.(*eventlog.ExecutionCreated).Deadline = sampleWake
+	evs[0].Data.(*eventlog.ExecutionCreated).Key = "order-42"
+	evs[1].Data.(*eventlog.DispatchStarted).Owner = "host-a/7"
+	evs[1].Data.(*eventlog.DispatchStarted).Epoch = 9
+	evs[4].Data = &eventlog.StepFailed{StepID: "st-2", Error: "rate limited", RetryAt: sampleWake}
+	fc := evs[12].Data.(*eventlog.ForkCreated)
+	fc.Input = []byte(`{"task":"fix it differently"}`)
+	fc.Overrides = []eventlog.StepOverride{{StepID: "st-1", Result: []byte(`"edited"`)}, {StepID: "st-9", Result: []byte(`1`)}}
+	fc.Deadline = sampleWake
+	payloads := []eventlog.Payload{
+		&eventlog.CancelRequested{Reason: "user asked", By: "alice"},
+		&eventlog.ExecutionCancelled{Reason: "user asked"},
+		&eventlog.DispatchParked{WakeAt: sampleWake, Reason: eventlog.ParkTimer},
+		&eventlog.TimerStarted{TimerID: "tm-1", WakeAt: sampleWake},
+		&eventlog.TimerFired{TimerID: "tm-1"},
+		&eventlog.ApprovalRequested{StepID: "st-5", StepKind: eventlog.StepChild, Target: "reviewer",
+			Args: []byte{0x81, 0xa2, 'p', 'r'}, Reason: "at_most_once in a fork"},
+		&eventlog.ApprovalGranted{StepID: "st-5", By: "bob", Note: "looks fine"},
+		&eventlog.ApprovalRejected{StepID: "st-6", By: "carol", Note: "too risky"},
+		&eventlog.MarkerRecorded{Name: "use-v2-prompt"},
+		&eventlog.StepAbandoned{StepID: "st-7"},
+		&eventlog.ForkDiverged{Unconsumed: []string{"st-8", "st-9"}},
+	}
+	for _, p := range payloads {
+		i := len(evs)
+		evs = append(evs, eventlog.Event{Seq: uint64(i + 1), Time: sampleTime.Add(time.Duration(i) * time.Millisecond), Data: p})
+	}
+	return evs
+}
+
+// fullEventsV1 returns one event of every kind of format version 1, in code
+// order, with every field of format version 1 set to a non-zero value: the
+// events of testdata/records.golden, written by the version 1 encoder.
+func fullEventsV1() []eventlog.Event {
 	payloads := []eventlog.Payload{
 		&eventlog.ExecutionCreated{Agent: "coder", Input: []byte(`{"task":"fix the bug"}`)},
 		&eventlog.DispatchStarted{Dispatch: 3},
@@ -78,6 +118,17 @@ func minimalEvents() []eventlog.Event {
 		&eventlog.ExecutionCompleted{},
 		&eventlog.ExecutionFailed{Code: eventlog.FailHandler},
 		&eventlog.ForkCreated{Parent: sampleParent, At: 1},
+		&eventlog.CancelRequested{},
+		&eventlog.ExecutionCancelled{},
+		&eventlog.DispatchParked{Reason: eventlog.ParkApproval},
+		&eventlog.TimerStarted{TimerID: "t", WakeAt: sampleWake},
+		&eventlog.TimerFired{TimerID: "t"},
+		&eventlog.ApprovalRequested{StepID: "s", StepKind: eventlog.StepTool},
+		&eventlog.ApprovalGranted{StepID: "s"},
+		&eventlog.ApprovalRejected{StepID: "s"},
+		&eventlog.MarkerRecorded{Name: "m"},
+		&eventlog.StepAbandoned{StepID: "s"},
+		&eventlog.ForkDiverged{Unconsumed: []string{"s"}},
 	}
 	evs := make([]eventlog.Event, len(payloads))
 	for i, p := range payloads {

@@ -15,9 +15,10 @@ import (
 // zero Counter is not usable, call [NewCounter].
 //
 // A counted call for resource R is a terminal event — step.succeeded,
-// step.failed (an indeterminate failure of an orphan too) or step.cancelled
-// — of a tool call or local step whose newest step.started lists R among its
-// Resources. LLM calls, denied calls (which have no step.started) and
+// step.failed (an indeterminate failure of an orphan too, and a failed
+// attempt that will be retried, step.failed with RetryAt), step.cancelled
+// or step.abandoned (DESIGN §8½, §15) — of a tool call, local step or child
+// step whose newest step.started lists R among its Resources. LLM calls, denied calls (which have no step.started) and
 // replayed calls (which append nothing) never count.
 //
 // resource.captured of R and every resource.bound of R reset R's count to
@@ -59,7 +60,7 @@ func (c *Counter) Apply(ev eventlog.Event) error {
 	switch p := ev.Data.(type) {
 	case *eventlog.StepStarted:
 		var keys []string
-		if p.StepKind == eventlog.StepTool || p.StepKind == eventlog.StepLocal {
+		if p.StepKind == eventlog.StepTool || p.StepKind == eventlog.StepLocal || p.StepKind == eventlog.StepChild {
 			keys = slices.Compact(slices.Sorted(slices.Values(p.Resources)))
 		}
 		c.affects[p.StepID] = keys
@@ -68,6 +69,8 @@ func (c *Counter) Apply(ev eventlog.Event) error {
 	case *eventlog.StepFailed:
 		return c.land(ev, p.StepID, p.Indeterminate)
 	case *eventlog.StepCancelled:
+		return c.land(ev, p.StepID, false)
+	case *eventlog.StepAbandoned:
 		return c.land(ev, p.StepID, false)
 	case *eventlog.ResourceBound:
 		delete(c.counts, p.Key)

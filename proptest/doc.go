@@ -25,13 +25,16 @@
 // one thing a kernel does: dispatch (the handler mostly asks for its
 // resources first thing and reaches its orphans soon), bind a resource
 // (Open, create from the initial environment with a baseline, or from a
-// fork's selection), run a tool call or local step (serialized) or LLM calls
+// fork's selection), run a tool call, local step or child step
+// (serialized; a retried attempt among the outcomes) or LLM calls
 // (concurrent), end a step (succeeded, failed, cancelled; due captures
 // committed with it), crash (leaving orphans whose bodies may have changed
 // their resources), resolve an orphan or a step cancelled in an earlier
 // dispatch (safe_to_retry runs again with Attempt+1, at_most_once fails as
-// indeterminate), deny a call, complete (completion captures of uncovered
-// resources), fail, and fork any execution at any event, forks included.
+// indeterminate), deny a call, sleep (timer.started, timer.fired, or a
+// park), complete (abandoning unreached orphans, then completion captures
+// of uncovered resources), fail, and fork any execution at any event, forks
+// included.
 // Resources with CoverageReuse only change through the calls that declare
 // them; the others also suffer undeclared changes. The generator keeps a
 // kernel's incremental books to decide what to write; after every action
@@ -47,7 +50,15 @@
 //   - completion does not capture a resource a step (an orphan) is still in
 //     flight for;
 //   - a step cancelled in one dispatch and failed as indeterminate in a later
-//     one counts at both terminal events, as [policy.Counter] counts it.
+//     one counts at both terminal events, as [policy.Counter] counts it;
+//   - a completing dispatch abandons (step.abandoned, DESIGN §15) the
+//     orphans whose attempt never ended, with the steps captures that
+//     makes due, before the completion captures; a step whose attempt
+//     ended (cancelled, or failed with a RetryAt) is left as it is;
+//   - a retried attempt (step.failed with a RetryAt) is drawn only for
+//     safe_to_retry calls, and the handler retries it like an orphan;
+//   - a long sleep parks the dispatch (it ends like a crash without
+//     orphans), and the next dispatch fires every unfired timer first.
 //
 // # The properties
 //

@@ -93,6 +93,8 @@ type kernelState struct {
 	live     []string            // steps whose bodies are running in this dispatch
 	real     map[string][]string // the real state of the execution's own resources
 	pending  []Change            // changes made since the last event (orphans of a crash)
+	sleeping []string            // timers started and not fired
+	parked   bool                // the newest dispatch event is dispatch.parked
 }
 
 // kres is a kernel's view of one bound resource.
@@ -114,6 +116,8 @@ type kstep struct {
 	landed    bool     // its attempt reached a terminal event
 	final     bool     // succeeded or failed: the recorded outcome replays
 	cancelled uint64   // the dispatch in which it was cancelled; 0 if it was not
+	retrying  bool     // its attempt failed with a RetryAt: it runs again
+	abandoned bool     // a completing dispatch abandoned it (DESIGN §15)
 	plan      []Change // the changes its running body makes, if it gets to them
 }
 
@@ -130,7 +134,7 @@ func newKernelState() kernelState {
 func (k *kernelState) apply(ev eventlog.Event) {
 	switch p := ev.Data.(type) {
 	case *eventlog.DispatchStarted:
-		k.dispatches = p.Dispatch
+		k.dispatches, k.parked = p.Dispatch, false
 	case *eventlog.StepStarted:
 		k.steps[p.StepID] = &kstep{started: p}
 		for key, r := range k.res {
@@ -143,9 +147,27 @@ func (k *kernelState) apply(ev eventlog.Event) {
 	case *eventlog.StepSucceeded:
 		k.land(p.StepID, true)
 	case *eventlog.StepFailed:
-		k.land(p.StepID, true)
+		if p.RetryAt.IsZero() {
+			k.land(p.StepID, true)
+			break
+		}
+		k.land(p.StepID, false)
+		if st := k.steps[p.StepID]; st != nil {
+			st.cancelled, st.retrying = 0, true
+		}
 	case *eventlog.StepCancelled:
 		k.land(p.StepID, false)
+	case *eventlog.StepAbandoned:
+		k.land(p.StepID, false)
+		if st := k.steps[p.StepID]; st != nil {
+			st.cancelled, st.retrying, st.abandoned = 0, false, true
+		}
+	case *eventlog.TimerStarted:
+		k.sleeping = append(k.sleeping, p.TimerID)
+	case *eventlog.TimerFired:
+		k.sleeping = slices.DeleteFunc(k.sleeping, func(id string) bool { return id == p.TimerID })
+	case *eventlog.DispatchParked:
+		k.parked = true
 	case *eventlog.ResourceBound:
 		r := k.res[p.Key]
 		var gen uint64
@@ -169,7 +191,7 @@ func (k *kernelState) apply(ev eventlog.Event) {
 			r := k.res[s.Key]
 			r.own, r.covered, r.sel = false, s.Covered, s
 		}
-		k.status = idle
+		k.status, k.parked = idle, false
 	}
 }
 
@@ -226,7 +248,7 @@ func (k *kernelState) orphans() []string {
 		if st.final || slices.Contains(k.live, id) || (st.landed && st.cancelled == k.dispatches) {
 			continue
 		}
-		if !st.landed || st.cancelled != 0 {
+		if !st.landed || st.cancelled != 0 || st.retrying || st.abandoned {
 			out = append(out, id)
 		}
 	}
@@ -276,6 +298,7 @@ func (w *World) Actions() map[string]func(*rapid.T) {
 		"complete": w.actComplete,
 		"fail":     w.actFail,
 		"fork":     w.actFork,
+		"sleep":    w.actSleep,
 	}
 }
 
@@ -362,6 +385,11 @@ func (w *World) dispatch(t *rapid.T, e *Exec) {
 	e.k.obtained = map[string]bool{}
 	e.k.live = nil
 	w.write(t, e, stage(e, &eventlog.DispatchStarted{Dispatch: e.k.dispatches + 1}))
+	// A dispatch that died or parked mid-sleep sleeps the rest first
+	// (DESIGN §10); timers of a fork's prefix fire in the fork.
+	for _, id := range slices.Clone(e.k.sleeping) {
+		w.write(t, e, stage(e, &eventlog.TimerFired{TimerID: id}))
+	}
 	// Handlers mostly ask for their resources first thing, and a handler
 	// that runs again from the top soon reaches the calls a crash orphaned.
 	for _, key := range Keys {
@@ -475,7 +503,7 @@ func (w *World) startTool(t *rapid.T, e *Exec) string {
 	}
 	w.steps++
 	id := "s" + strconv.Itoa(w.steps)
-	kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal}).Draw(t, "kind")
+	kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepChild}).Draw(t, "kind")
 	idem := rapid.SampledFrom([]eventlog.Idempotency{eventlog.SafeToRetry, eventlog.AtMostOnce}).Draw(t, "idempotency")
 	started := &eventlog.StepStarted{
 		StepID: id, StepKind: kind, Target: "target" + strconv.Itoa(w.steps%4),
@@ -542,9 +570,18 @@ func (w *World) land(t *rapid.T, e *Exec, terminal eventlog.Payload, id string) 
 func (w *World) finish(t *rapid.T, e *Exec, id string) {
 	w.runBody(t, e, id)
 	var terminal eventlog.Payload
-	switch rapid.IntRange(0, 3).Draw(t, "outcome") {
+	switch rapid.IntRange(0, 4).Draw(t, "outcome") {
 	case 0:
 		terminal = &eventlog.StepFailed{StepID: id, Error: "body failed"}
+	case 4:
+		if e.k.steps[id].started.Idempotency == eventlog.AtMostOnce {
+			// at_most_once is never retried (DESIGN §10).
+			terminal = &eventlog.StepSucceeded{StepID: id, Result: []byte("ok " + id)}
+			break
+		}
+		// A failed attempt that will be retried: the attempt ends (DESIGN
+		// §8½), the step runs again when the handler reaches it.
+		terminal = &eventlog.StepFailed{StepID: id, Error: "attempt failed", RetryAt: w.now().Add(time.Second)}
 	case 1:
 		terminal = &eventlog.StepCancelled{StepID: id}
 	default:
@@ -691,7 +728,16 @@ func (w *World) actComplete(t *rapid.T) {
 	if e == nil {
 		return
 	}
+	// Orphans of earlier dispatches the handler never reached again are
+	// abandoned first (DESIGN §15): each lands as an ended attempt, with
+	// the steps captures it makes due, so completion can capture.
 	var events []eventlog.Event
+	for _, id := range e.k.orphans() {
+		if e.k.steps[id].landed {
+			continue // its attempt ended already (cancelled, retrying, abandoned)
+		}
+		events = append(events, w.land(t, e, &eventlog.StepAbandoned{StepID: id}, id)...)
+	}
 	for _, key := range slices.Sorted(maps.Keys(e.k.res)) {
 		r := e.k.res[key]
 		if r.onCompletion && !r.covered && len(r.inflight) == 0 {
@@ -700,6 +746,26 @@ func (w *World) actComplete(t *rapid.T) {
 	}
 	events = append(events, stage(e, &eventlog.ExecutionCompleted{Output: []byte("out")}))
 	w.write(t, e, events...)
+}
+
+// actSleep is sdk.Sleep in a running handler: a short sleep fires in the
+// same dispatch; a long one parks the dispatch (DESIGN §10), which ends
+// like a crash without orphans; the next dispatch fires it.
+func (w *World) actSleep(t *rapid.T) {
+	e := w.pick(t, "sleep in", func(e *Exec) bool { return isRunning(e) && len(e.k.live) == 0 })
+	if e == nil {
+		return
+	}
+	w.steps++
+	id := "t" + strconv.Itoa(w.steps)
+	wake := w.now().Add(time.Minute)
+	w.write(t, e, stage(e, &eventlog.TimerStarted{TimerID: id, WakeAt: wake}))
+	if rapid.Bool().Draw(t, "park") {
+		w.write(t, e, stage(e, &eventlog.DispatchParked{WakeAt: wake, Reason: eventlog.ParkTimer}))
+		e.k.status = idle
+		return
+	}
+	w.write(t, e, stage(e, &eventlog.TimerFired{TimerID: id}))
 }
 
 // actFail is the handler returning an error.

@@ -83,10 +83,14 @@ func advances(p *eventlog.StepStarted, key string, coverageReuse bool) bool {
 	return p.StepKind != eventlog.StepLLM && slices.Contains(p.Resources, key)
 }
 
-// terminalStep returns the StepID of a step.succeeded, step.failed or
-// step.cancelled, and false for any other event.
+// terminalStep returns the StepID of an event that ends a step's attempt —
+// step.succeeded, step.failed (with a RetryAt too: the attempt ended, DESIGN
+// §8½), step.cancelled or step.abandoned (§15) — and false for any other
+// event.
 func terminalStep(ev eventlog.Event) (string, bool) {
 	switch p := ev.Data.(type) {
+	case *eventlog.StepAbandoned:
+		return p.StepID, true
 	case *eventlog.StepSucceeded:
 		return p.StepID, true
 	case *eventlog.StepFailed:
@@ -255,8 +259,8 @@ func stepStartedBefore(events []eventlog.Event, id string) *eventlog.StepStarted
 
 // CountedFor returns the keys whose counted call the event at seq n is
 // (DESIGN §5 "Checkpoint policy"): a terminal event of a step whose newest
-// step.started is a tool call or a local step; the keys are those it
-// affects that are bound. An LLM call or a denial counts for nothing.
+// step.started is a tool call, a local step or a child step; the keys are
+// those it affects that are bound. An LLM call or a denial counts for nothing.
 //
 // A step cancelled in one dispatch and failed as indeterminate when a later
 // dispatch reaches it again (DESIGN §4 treats it as an orphan) counts at

@@ -66,6 +66,7 @@ func TestGeneratorCoversTheCases(t *testing.T) {
 		"covered point (coverage reuse)", "covered point (no coverage reuse)",
 		"capture steps", "capture completion", "capture baseline", "capture failed",
 		"indeterminate", "indeterminate after cancel", "retry", "cancelled", "denied", "bound from ref", "undeclared change",
+		"retried attempt", "abandoned", "child step", "parked", "timer fired",
 	} {
 		if seen[k] == 0 {
 			t.Errorf("no generated world has a %q", k)
@@ -95,7 +96,16 @@ func census(w *World) map[string]int {
 					c["capture "+string(p.Reason)]++
 				case *eventlog.ResourceCaptureFailed:
 					c["capture failed"]++
+				case *eventlog.StepAbandoned:
+					c["abandoned"]++
+				case *eventlog.DispatchParked:
+					c["parked"]++
+				case *eventlog.TimerFired:
+					c["timer fired"]++
 				case *eventlog.StepFailed:
+					if !p.RetryAt.IsZero() {
+						c["retried attempt"]++
+					}
 					if p.Indeterminate {
 						c["indeterminate"]++
 						if prev := events[:i]; slices.ContainsFunc(prev, func(ev eventlog.Event) bool {
@@ -108,6 +118,9 @@ func census(w *World) map[string]int {
 				case *eventlog.StepStarted:
 					if p.Attempt > 1 {
 						c["retry"]++
+					}
+					if p.StepKind == eventlog.StepChild {
+						c["child step"]++
 					}
 				case *eventlog.StepCancelled:
 					c["cancelled"]++

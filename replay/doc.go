@@ -1,6 +1,8 @@
 // Package replay folds the events of a lineage into the state of an
 // execution: its status and output, every step with its recorded outcome,
-// the resources it bound and, for a fork, where it forked from. The SDK
+// the resources it bound and, for a fork, where it forked from; and the
+// run state Part II needs (DESIGN §8½): retries, timers, approvals, cancel
+// requests, markers, parking, overrides and divergence. The SDK
 // looks each call up in this fold to decide whether to return a recorded
 // outcome, run the call again or run it live (DESIGN §4).
 //
@@ -22,8 +24,29 @@
 //	started   + step.started     → started, Attempts+1 (a safe_to_retry orphan run again)
 //	cancelled + step.started     → started, Attempts+1 (a cancelled step run again)
 //	cancelled + step.failed      → failed, Indeterminate (an at_most_once step resolved)
+//	started   + step.failed{RetryAt} → retrying (the attempt ended; not terminal)
+//	retrying  + step.started     → started, Attempts+1 (the retry)
+//	started, cancelled or retrying + step.abandoned → abandoned (DESIGN §15)
+//	abandoned + step.started     → started, Attempts+1
+//	abandoned + step.failed      → failed, Indeterminate
 //	step.denied                  → denied (it never ran)
 //
+// A fork.created's Overrides (DESIGN §12) make [State.Step] return the
+// override as the step's result (status succeeded, Overridden set), also
+// for a step past the fork point that the lineage does not hold; a later
+// fork.created of the lineage inherits them, newest per StepID winning,
+// and an overridden step is never started or denied again.
+//
+// # Status
+//
+// [State.Status] is [eventlog.StatusState]'s, the same fold the stores
+// keep: pending (created or forked, no dispatch of this run yet), running,
+// waiting (an own approval.requested without decision, or dispatch.parked
+// is the newest dispatch event), completed, failed, cancelled. Forks do not
+// inherit what belongs to a run: past fork.created the status, the
+// deadline (fork.created's own, if any), cancel requests, awaited
+// approvals, parking and divergence are the fork's own. An approval of the
+// prefix never approves a live run of the fork: the fork asks again.
 // DESIGN §4 treats a cancelled step like an orphan — "started but not
 // succeeded or failed" — so a later dispatch may run it again or resolve it
 // as indeterminate; succeeded, failed and denied steps are final and replay
@@ -37,9 +60,10 @@
 //   - breaks its payload's invariants ([eventlog.Event.Validate]);
 //   - does not have seq Head+1, or starts the lineage without being
 //     execution.created at seq 1, or is an execution.created after seq 1;
-//   - follows execution.completed or execution.failed and is not
-//     fork.created (a fork of a finished execution continues live past its
-//     fork point, so fork.created sets Status back to pending);
+//   - follows execution.completed, execution.failed or
+//     execution.cancelled and is not fork.created (a fork of a finished
+//     execution continues live past its fork point, so fork.created sets
+//     Status back to pending);
 //   - is a dispatch.started whose Dispatch is not the previous one plus 1;
 //   - is a step.started of a step that succeeded, failed or was denied
 //     (replay never runs a terminal step again), or re-runs a step with a
@@ -50,6 +74,17 @@
 //     not started (an indeterminate failure may also resolve a cancelled
 //     step) — so a second step.succeeded of a step is an error;
 //   - is a step.denied of a step the lineage already has;
+//   - is a step.started or step.denied of a step a fork overrides;
+//   - is a step.abandoned of a step that is not started, cancelled or
+//     retrying;
+//   - is a dispatch.parked before this run's first dispatch, or of a
+//     dispatch already parked;
+//   - is a timer.started of a timer that started, or a timer.fired of one
+//     that did not start or already fired;
+//   - is an approval.requested of a step that awaits a decision or is
+//     terminal, or a decision of a step that awaits none (of this run);
+//   - is a fork.diverged outside a fork, or naming a step the lineage does
+//     not hold;
 //   - is a capture (or failed capture) of a key that is not bound;
 //   - is a fork.created whose At is not the seq before it, or whose
 //     selections are not exactly the resources bound at the fork point.

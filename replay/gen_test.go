@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"pgregory.net/rapid"
@@ -40,6 +41,17 @@ const (
 	actComplete                    // execution.completed
 	actFail                        // execution.failed
 	actFork                        // fork.created at the head
+	actRetry                       // step.failed{RetryAt} of a started step: the attempt ends, a retry is pending
+	actAbandon                     // step.abandoned of a started, cancelled or retrying step
+	actPark                        // dispatch.parked
+	actRequest                     // approval.requested of a new step
+	actDecide                      // approval.granted or approval.rejected of an awaited approval
+	actTimer                       // timer.started
+	actFire                        // timer.fired of a started timer
+	actMarker                      // marker.recorded
+	actCancelRequest               // execution.cancel_requested
+	actCancelled                   // execution.cancelled
+	actDiverge                     // fork.diverged (in a fork)
 	numActions
 )
 
@@ -52,7 +64,7 @@ type weights struct {
 
 // uniform explores every transition evenly: the property tests.
 var uniform = weights{
-	actions:  [numActions]int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+	actions:  [numActions]int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
 	outcomes: [3]int{1, 1, 1},
 }
 
@@ -98,25 +110,36 @@ type modelStep struct {
 type history struct {
 	events     []eventlog.Event
 	status     Status
+	terminal   bool     // the run ended (completed, failed, cancelled)
+	dispatched bool     // a dispatch of this run started
+	parked     bool     // the newest dispatch event is dispatch.parked
+	approvals  []string // awaited approvals of this run
+	timers     []string // started, not fired
+	nTimers    int
+	cancelReq  bool
+	diverged   []string
+	overridden map[string]bool
 	dispatches uint64
 	steps      map[string]*modelStep
 	order      []string // step ids in order of first appearance
 	running    []string // started steps without a terminal event
 	cancelled  []string // cancelled steps not yet run again or resolved
+	retrying   []string // steps whose newest attempt failed with a RetryAt
+	abandoned  []string // abandoned steps not yet run again or resolved
 	bound      []string // sorted
 	boundAt    map[string]uint64
 	forkSeq    uint64
 }
 
 var (
-	stepKinds = []eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM}
+	stepKinds = []eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild}
 	targets   = []string{"read_file", "write_file", "run"}
 	keys      = []string{"cache", "db", "ws"}
 )
 
 // generate returns a well-formed lineage of n ≥ 1 events.
 func generate(ch chooser, n int, w weights) *history {
-	h := &history{steps: make(map[string]*modelStep), boundAt: make(map[string]uint64)}
+	h := &history{steps: make(map[string]*modelStep), boundAt: make(map[string]uint64), overridden: make(map[string]bool)}
 	h.add(&eventlog.ExecutionCreated{Agent: "coder", Input: []byte(`{"task":"gen"}`)})
 	for len(h.events) < n {
 		var ws [numActions]int
@@ -131,8 +154,22 @@ func generate(ch chooser, n int, w weights) *history {
 			ws[actFork] = 1
 		}
 		h.do(ch, action(pick(ch, "action", ws[:])), w)
+		h.updateStatus()
 	}
 	return h
+}
+
+// updateStatus is the model of DESIGN §9's status.
+func (h *history) updateStatus() {
+	switch {
+	case h.terminal:
+	case h.parked || len(h.approvals) > 0:
+		h.status = StatusWaiting
+	case h.dispatched:
+		h.status = StatusRunning
+	default:
+		h.status = StatusPending
+	}
 }
 
 func (h *history) head() uint64 { return uint64(len(h.events)) }
@@ -145,14 +182,24 @@ func (h *history) add(p eventlog.Payload) {
 }
 
 func (h *history) possible(a action) bool {
-	if h.status != StatusPending {
+	if h.terminal {
 		return a == actFork
 	}
 	switch a {
-	case actLand:
+	case actLand, actRetry:
 		return len(h.running) > 0
 	case actResolve:
-		return len(h.running)+len(h.cancelled) > 0
+		return len(h.running)+len(h.cancelled)+len(h.retrying)+len(h.abandoned) > 0
+	case actAbandon:
+		return len(h.running)+len(h.cancelled)+len(h.retrying) > 0
+	case actPark:
+		return h.dispatched && !h.parked
+	case actDecide:
+		return len(h.approvals) > 0
+	case actFire:
+		return len(h.timers) > 0
+	case actDiverge:
+		return h.forkSeq > 0 && len(h.order) > 0
 	case actCapture, actCaptureFailed:
 		return len(h.bound) > 0
 	}
@@ -171,6 +218,7 @@ func (h *history) do(ch chooser, a action, w weights) {
 	switch a {
 	case actDispatch:
 		h.dispatches++
+		h.dispatched, h.parked = true, false
 		h.add(&eventlog.DispatchStarted{Dispatch: h.dispatches})
 
 	case actStart:
@@ -211,18 +259,112 @@ func (h *history) do(ch chooser, a action, w weights) {
 			h.add(&eventlog.StepCancelled{StepID: id})
 		}
 
-	case actResolve:
+	case actRetry:
+		i := ch.choose(len(h.running), "retry")
+		id := h.running[i]
+		h.running = remove(h.running, i)
+		h.steps[id].status = StepRetrying
+		h.retrying = append(h.retrying, id)
+		h.add(&eventlog.StepFailed{StepID: id, Error: fmt.Sprintf("attempt failed %d", seq), RetryAt: genTime(seq)})
+
+	case actAbandon:
 		var id string
-		if i := ch.choose(len(h.running)+len(h.cancelled), "resolve"); i < len(h.running) {
+		i := ch.choose(len(h.running)+len(h.cancelled)+len(h.retrying), "abandon")
+		switch {
+		case i < len(h.running):
 			id = h.running[i]
 			h.running = remove(h.running, i)
-		} else {
+		case i < len(h.running)+len(h.cancelled):
 			i -= len(h.running)
 			id = h.cancelled[i]
 			h.cancelled = remove(h.cancelled, i)
+		default:
+			i -= len(h.running) + len(h.cancelled)
+			id = h.retrying[i]
+			h.retrying = remove(h.retrying, i)
+		}
+		h.steps[id].status = StepAbandoned
+		h.abandoned = append(h.abandoned, id)
+		h.add(&eventlog.StepAbandoned{StepID: id})
+
+	case actPark:
+		h.parked = true
+		if ch.choose(2, "park reason") == 0 {
+			h.add(&eventlog.DispatchParked{WakeAt: genTime(seq), Reason: eventlog.ParkTimer})
+		} else {
+			h.add(&eventlog.DispatchParked{Reason: eventlog.ParkApproval})
+		}
+
+	case actRequest:
+		id := fmt.Sprintf("a%d", seq) // never a step of the lineage
+		i, _ := slices.BinarySearch(h.approvals, id)
+		h.approvals = slices.Insert(h.approvals, i, id)
+		h.add(&eventlog.ApprovalRequested{StepID: id, StepKind: eventlog.StepTool, Target: "rm", Reason: "ask"})
+
+	case actDecide:
+		i := ch.choose(len(h.approvals), "decide")
+		id := h.approvals[i]
+		h.approvals = remove(h.approvals, i)
+		if ch.choose(2, "grant") == 0 {
+			h.add(&eventlog.ApprovalGranted{StepID: id, By: "bob"})
+		} else {
+			h.add(&eventlog.ApprovalRejected{StepID: id, By: "bob"})
+		}
+
+	case actTimer:
+		h.nTimers++
+		id := fmt.Sprintf("t%d", seq)
+		h.timers = append(h.timers, id)
+		h.add(&eventlog.TimerStarted{TimerID: id, WakeAt: genTime(seq)})
+
+	case actFire:
+		i := ch.choose(len(h.timers), "fire")
+		id := h.timers[i]
+		h.timers = remove(h.timers, i)
+		h.add(&eventlog.TimerFired{TimerID: id})
+
+	case actMarker:
+		h.add(&eventlog.MarkerRecorded{Name: fmt.Sprintf("m%d", ch.choose(3, "marker"))})
+
+	case actCancelRequest:
+		h.cancelReq = true
+		h.add(&eventlog.CancelRequested{Reason: "stop", By: "user"})
+
+	case actCancelled:
+		h.status, h.terminal = StatusCancelled, true
+		h.parked, h.approvals = false, nil
+		h.add(&eventlog.ExecutionCancelled{Reason: "stop"})
+
+	case actDiverge:
+		n := 1 + ch.choose(min(3, len(h.order)), "unconsumed")
+		h.diverged = nil
+		for range n {
+			h.diverged = append(h.diverged, h.order[ch.choose(len(h.order), "step")])
+		}
+		h.add(&eventlog.ForkDiverged{Unconsumed: slices.Clone(h.diverged)})
+
+	case actResolve:
+		var id string
+		i := ch.choose(len(h.running)+len(h.cancelled)+len(h.retrying)+len(h.abandoned), "resolve")
+		switch {
+		case i < len(h.running):
+			id = h.running[i]
+			h.running = remove(h.running, i)
+		case i < len(h.running)+len(h.cancelled):
+			i -= len(h.running)
+			id = h.cancelled[i]
+			h.cancelled = remove(h.cancelled, i)
+		case i < len(h.running)+len(h.cancelled)+len(h.retrying):
+			i -= len(h.running) + len(h.cancelled)
+			id = h.retrying[i]
+			h.retrying = remove(h.retrying, i)
+		default:
+			i -= len(h.running) + len(h.cancelled) + len(h.retrying)
+			id = h.abandoned[i]
+			h.abandoned = remove(h.abandoned, i)
 		}
 		st := h.steps[id]
-		if st.idem == eventlog.AtMostOnce {
+		if st.idem == eventlog.AtMostOnce && st.status != StepRetrying {
 			st.status = StepFailed
 			h.add(&eventlog.StepFailed{StepID: id, Error: "orphan", Indeterminate: true})
 			return
@@ -270,11 +412,13 @@ func (h *history) do(ch chooser, a action, w weights) {
 		h.add(&eventlog.ResourceCaptureFailed{Key: key, Reason: eventlog.CaptureSteps, Error: "disk full"})
 
 	case actComplete:
-		h.status = StatusCompleted
+		h.status, h.terminal = StatusCompleted, true
+		h.parked, h.approvals = false, nil
 		h.add(&eventlog.ExecutionCompleted{Output: fmt.Appendf(nil, "output %d", seq)})
 
 	case actFail:
-		h.status = StatusFailed
+		h.status, h.terminal = StatusFailed, true
+		h.parked, h.approvals = false, nil
 		h.add(&eventlog.ExecutionFailed{Code: eventlog.FailHandler, Error: "boom"})
 
 	case actFork:
@@ -287,10 +431,33 @@ func (h *history) do(ch chooser, a action, w weights) {
 			}
 			sels = append(sels, sel)
 		}
-		h.status = StatusPending
+		// Override some terminal steps, and now and then one the lineage
+		// does not hold (a step past the fork point).
+		var overrides []eventlog.StepOverride
+		for _, id := range h.order {
+			st := h.steps[id]
+			if (st.status == StepSucceeded || st.status == StepFailed) && ch.choose(4, "override") == 0 {
+				st.status = StepSucceeded
+				h.overridden[id] = true
+				overrides = append(overrides, eventlog.StepOverride{StepID: id, Result: fmt.Appendf(nil, "edited %d", seq)})
+			}
+		}
+		if ch.choose(4, "override later") == 0 {
+			id := fmt.Sprintf("later%d", seq)
+			h.overridden[id] = true
+			overrides = append(overrides, eventlog.StepOverride{StepID: id, Result: []byte("later")})
+		}
+		slices.SortFunc(overrides, func(a, b eventlog.StepOverride) int { return cmpString(a.StepID, b.StepID) })
+		h.status, h.terminal, h.dispatched, h.parked = StatusPending, false, false, false
+		h.approvals, h.cancelReq, h.diverged = nil, false, nil
 		h.forkSeq = seq
-		h.add(&eventlog.ForkCreated{Parent: eventlog.ID{'P'}, At: h.head(), Selections: sels})
+		h.add(&eventlog.ForkCreated{Parent: eventlog.ID{'P'}, At: h.head(), Selections: sels, Overrides: overrides})
 	}
+}
+
+// genTime is a fixed time that depends on seq only.
+func genTime(seq uint64) time.Time {
+	return time.Date(2025, 1, 1, 0, 0, int(seq), 0, time.UTC)
 }
 
 // remove returns ids without its i-th element, order kept.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/internal/eventtext"
@@ -141,11 +142,18 @@ func seqOf(evs []eventlog.Event) iter.Seq2[eventlog.Event, error] {
 // dump prints everything a State exposes, one line per item, no blank line.
 func dump(s *State) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "status=%s agent=%s head=%d dispatches=%d", orNone(string(s.Status)), orNone(s.Agent), s.Head, s.Dispatches)
+	fmt.Fprintf(&b, "status=%s agent=%s head=%d dispatches=%d", orNone(s.Status.String()), orNone(s.Agent), s.Head, s.Dispatches)
 	bytesField(&b, "input", s.Input)
 	bytesField(&b, "output", s.Output)
 	strField(&b, "error", s.Error)
 	strField(&b, "code", string(s.Code))
+	timeField(&b, "deadline", s.Deadline)
+	timeField(&b, "wake", s.WakeAt)
+	if s.CancelRequested {
+		b.WriteString(" cancel_requested")
+	}
+	strField(&b, "cancel_reason", s.CancelReason)
+	strField(&b, "cancel_by", s.CancelBy)
 	if !s.Parent.IsZero() || s.ForkAt != 0 || len(s.Selections) > 0 {
 		fmt.Fprintf(&b, "\nfork parent=%s at=%d", eventtext.FormatID(s.Parent), s.ForkAt)
 		for _, sel := range s.Selections {
@@ -168,6 +176,34 @@ func dump(s *State) string {
 			b.WriteString(" indeterminate")
 		}
 		strField(&b, "reason", st.Reason)
+		timeField(&b, "retry_at", st.RetryAt)
+		if st.Overridden {
+			b.WriteString(" overridden")
+		}
+	}
+	for _, o := range s.Overrides() {
+		if _, held := s.step(o.StepID); !held {
+			fmt.Fprintf(&b, "\noverride %s", o.StepID)
+			bytesField(&b, "result", o.Result)
+		}
+	}
+	for _, tm := range s.Timers() {
+		fmt.Fprintf(&b, "\ntimer %s started=%d fired=%d", tm.ID, tm.StartedAt, tm.FiredAt)
+		timeField(&b, "wake", tm.WakeAt)
+	}
+	for _, a := range s.Approvals() {
+		fmt.Fprintf(&b, "\napproval %s %s %s requested=%d decided=%d own=%t pending=%t", a.StepID, a.StepKind, a.Target,
+			a.RequestedAt, a.DecidedAt, a.Own, a.Pending())
+		strField(&b, "decision", string(a.Decision))
+		strField(&b, "by", a.By)
+		strField(&b, "note", a.Note)
+		strField(&b, "reason", a.Reason)
+	}
+	for _, m := range s.Markers {
+		fmt.Fprintf(&b, "\nmarker %s seq=%d dispatch=%d", m.Name, m.Seq, m.Dispatch)
+	}
+	if s.DivergedAt != 0 {
+		fmt.Fprintf(&b, "\ndiverged at=%d unconsumed=%s", s.DivergedAt, strings.Join(s.Diverged, ","))
 	}
 	for _, bd := range s.Bindings() {
 		fmt.Fprintf(&b, "\nbinding %s driver=%s seq=%d own=%t every=%d completion=%t reuse=%t",
@@ -180,6 +216,12 @@ func dump(s *State) string {
 		}
 	}
 	return b.String()
+}
+
+func timeField(b *strings.Builder, key string, t time.Time) {
+	if !t.IsZero() {
+		b.WriteString(" " + key + "=" + t.UTC().Format(eventtext.TimeLayout))
+	}
 }
 
 func orNone(s string) string {

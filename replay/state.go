@@ -7,18 +7,24 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 )
 
-// Status is the state of an execution.
-type Status string
+// Status is the state of an execution: eventlog's, so that the replay
+// fold and the stores (which run the same [eventlog.StatusState]) agree.
+type Status = eventlog.Status
 
-// The execution statuses. A State that has folded no event has Status "".
+// The execution statuses (DESIGN §9). A State that has folded no event has
+// the zero Status.
 const (
-	StatusPending   Status = "pending"   // created (or forked) and not finished
-	StatusCompleted Status = "completed" // execution.completed
-	StatusFailed    Status = "failed"    // execution.failed
+	StatusPending   = eventlog.StatusPending   // created (or forked), no dispatch of its own yet
+	StatusRunning   = eventlog.StatusRunning   // dispatched, nothing terminal, not waiting
+	StatusWaiting   = eventlog.StatusWaiting   // an approval without decision, or parked
+	StatusCompleted = eventlog.StatusCompleted // execution.completed
+	StatusFailed    = eventlog.StatusFailed    // execution.failed
+	StatusCancelled = eventlog.StatusCancelled // execution.cancelled
 )
 
 // StepStatus is the state of one step.
@@ -31,6 +37,17 @@ const (
 	StepFailed    StepStatus = "failed"    // step.failed, Indeterminate for a resolved at_most_once orphan
 	StepCancelled StepStatus = "cancelled" // step.cancelled: it may be run again or resolved as indeterminate
 	StepDenied    StepStatus = "denied"    // step.denied: it never ran
+	StepRetrying  StepStatus = "retrying"  // step.failed with RetryAt: the attempt ended, the next runs at RetryAt
+	StepAbandoned StepStatus = "abandoned" // step.abandoned: a dispatch completed without reaching it again
+)
+
+// ApprovalDecision is what became of an approval.requested.
+type ApprovalDecision string
+
+// The approval decisions; "" while none was recorded.
+const (
+	ApprovalGranted  ApprovalDecision = "granted"  // approval.granted
+	ApprovalRejected ApprovalDecision = "rejected" // approval.rejected
 )
 
 // Step is what the lineage recorded about one StepID.
@@ -43,8 +60,14 @@ type Step struct {
 	Idempotency eventlog.Idempotency
 	Status      StepStatus
 	Attempts    uint32 // step.started events of the step (0 for denied)
-	Result      []byte // of step.succeeded
-	Error       string // of step.failed
+	Result      []byte // of step.succeeded, or of the newest fork.created override
+	Error       string // of step.failed (for a retrying step, the failed attempt's)
+	// RetryAt is when a retrying step runs its next attempt (of its
+	// step.failed); zero otherwise.
+	RetryAt time.Time
+	// Overridden reports that Result is a fork.created override (DESIGN
+	// §12): the step replays it, whatever was recorded.
+	Overridden bool
 	// Indeterminate marks a step.failed that resolved an orphan.
 	Indeterminate bool
 	Reason        string // of step.denied
@@ -70,6 +93,42 @@ type Binding struct {
 	Own bool
 }
 
+// Timer is a durable sleep of the lineage (timer.started, timer.fired).
+type Timer struct {
+	ID        string
+	WakeAt    time.Time
+	StartedAt uint64 // seq of its timer.started
+	FiredAt   uint64 // seq of its timer.fired; 0 while it sleeps
+}
+
+// Approval is the newest approval.requested of one step and its decision.
+type Approval struct {
+	StepID      string
+	StepKind    eventlog.StepKind
+	Target      string
+	Args        []byte
+	Reason      string
+	RequestedAt uint64           // seq of the approval.requested
+	Decision    ApprovalDecision // "" while undecided
+	By, Note    string           // of the decision
+	DecidedAt   uint64           // seq of the decision; 0 while undecided
+	// Own reports that it was requested by this execution's run: after the
+	// lineage's newest fork.created. An approval of the prefix never
+	// approves a live run of a fork (DESIGN §8½), so only an own, undecided
+	// approval is awaited.
+	Own bool
+}
+
+// Pending reports whether the approval is awaited: own and undecided.
+func (a Approval) Pending() bool { return a.Own && a.Decision == "" }
+
+// Marker is a marker.recorded of the lineage (sdk.Patched).
+type Marker struct {
+	Name     string
+	Seq      uint64
+	Dispatch uint64 // the dispatch during which it was recorded
+}
+
 // State is the execution state a lineage's events fold into: the
 // execution's status and output, every step with its recorded outcome, the
 // resource bindings and, for a fork, where it forked from. It is built by
@@ -88,22 +147,53 @@ type State struct {
 	Dispatches uint64 // the newest dispatch.started's Dispatch; 0 before the first
 	Head       uint64 // seq of the newest event folded
 
+	// Deadline is the run's deadline: of execution.created, or of the
+	// newest fork.created (a fork never inherits its parent's). WakeAt is
+	// the newest dispatch.parked's while it is the newest dispatch event.
+	Deadline time.Time
+	WakeAt   time.Time
+
+	// CancelRequested reports an execution.cancel_requested of this run
+	// (after the newest fork.created: a fork never inherits a request);
+	// CancelReason and CancelBy are the first request's, and CancelReason
+	// becomes execution.cancelled's Reason when the execution is cancelled.
+	CancelRequested bool
+	CancelReason    string
+	CancelBy        string
+
+	// Markers lists the lineage's marker.recorded events in order.
+	Markers []Marker
+
+	// Diverged holds the Unconsumed steps of the newest fork.diverged of
+	// this fork, and DivergedAt its seq; nil and 0 if the fork did not
+	// diverge.
+	Diverged   []string
+	DivergedAt uint64
+
 	// Parent, ForkAt and Selections come from the lineage's newest
 	// fork.created; they are zero for a root execution.
 	Parent     eventlog.ID
 	ForkAt     uint64
 	Selections []eventlog.ForkSelection
 
-	steps    map[string]int // StepID → index in order
-	order    []Step         // in order of first appearance
-	bindings map[string]Binding
-	keys     []string // bound keys, sorted
-	forkSeq  uint64   // seq of the newest fork.created; 0 for a root
+	steps     map[string]int // StepID → index in order
+	order     []Step         // in order of first appearance
+	bindings  map[string]Binding
+	keys      []string // bound keys, sorted
+	forkSeq   uint64   // seq of the newest fork.created; 0 for a root
+	status    eventlog.StatusState
+	overrides map[string][]byte // StepID → result, newest fork.created override winning
+	timers    map[string]int    // TimerID → index in timerList
+	timerList []Timer
+	approvals map[string]Approval // StepID → newest request
 }
 
 // New returns the state of a lineage with no events.
 func New() *State {
-	return &State{steps: make(map[string]int), bindings: make(map[string]Binding)}
+	return &State{
+		steps: make(map[string]int), bindings: make(map[string]Binding),
+		overrides: make(map[string][]byte), timers: make(map[string]int), approvals: make(map[string]Approval),
+	}
 }
 
 // Fold folds a whole lineage, as read from [eventlog.Log.Events], into a
@@ -146,15 +236,26 @@ func (s *State) Apply(ev eventlog.Event) error {
 	if s.Head == 0 && ev.Kind() != eventlog.KindExecutionCreated {
 		return invalid(ev, "lineage starts with %s, not execution.created", ev.Kind())
 	}
-	if s.Status != StatusPending && s.Head > 0 && ev.Kind() != eventlog.KindForkCreated {
+	if s.Head > 0 && s.Status.Terminal() && ev.Kind() != eventlog.KindForkCreated {
 		return invalid(ev, "%s after the execution %s", ev.Kind(), s.Status)
 	}
+	if err := s.apply(ev); err != nil {
+		return err
+	}
+	s.status.Apply(ev)
+	s.Status, s.Deadline, s.WakeAt = s.status.Status, s.status.Deadline, s.status.WakeAt
+	s.Head = ev.Seq
+	return nil
+}
+
+// apply folds a payload that passed the checks common to every kind.
+func (s *State) apply(ev eventlog.Event) error {
 	switch p := ev.Data.(type) {
 	case *eventlog.ExecutionCreated:
 		if s.Head != 0 {
 			return invalid(ev, "execution.created after seq 1")
 		}
-		s.Agent, s.Input, s.Status = p.Agent, slices.Clone(p.Input), StatusPending
+		s.Agent, s.Input = p.Agent, slices.Clone(p.Input)
 
 	case *eventlog.DispatchStarted:
 		if p.Dispatch != s.Dispatches+1 {
@@ -180,6 +281,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		st.Status, st.Error, st.Indeterminate, st.EndedAt = StepFailed, p.Error, p.Indeterminate, ev.Seq
+		if !p.RetryAt.IsZero() {
+			st.Status, st.RetryAt = StepRetrying, p.RetryAt
+		}
 
 	case *eventlog.StepCancelled:
 		st, err := s.terminal(ev, p.StepID, false)
@@ -188,9 +292,24 @@ func (s *State) Apply(ev eventlog.Event) error {
 		}
 		st.Status, st.EndedAt = StepCancelled, ev.Seq
 
+	case *eventlog.StepAbandoned:
+		st, ok := s.step(p.StepID)
+		if !ok {
+			return invalid(ev, "step.abandoned of step %q, which never started", p.StepID)
+		}
+		switch st.Status {
+		case StepStarted, StepCancelled, StepRetrying:
+		default:
+			return invalid(ev, "step.abandoned of step %q, which is already %s", p.StepID, st.Status)
+		}
+		st.Status, st.EndedAt, st.RetryAt = StepAbandoned, ev.Seq, time.Time{}
+
 	case *eventlog.StepDenied:
 		if st, ok := s.step(p.StepID); ok {
 			return invalid(ev, "step.denied of step %q, which is already %s", p.StepID, st.Status)
+		}
+		if _, ok := s.overrides[p.StepID]; ok {
+			return invalid(ev, "step.denied of step %q, which a fork overrides", p.StepID)
 		}
 		s.steps[p.StepID] = len(s.order)
 		s.order = append(s.order, Step{
@@ -221,10 +340,79 @@ func (s *State) Apply(ev eventlog.Event) error {
 		}
 
 	case *eventlog.ExecutionCompleted:
-		s.Status, s.Output = StatusCompleted, slices.Clone(p.Output)
+		s.Output = slices.Clone(p.Output)
 
 	case *eventlog.ExecutionFailed:
-		s.Status, s.Error, s.Code = StatusFailed, p.Error, p.Code
+		s.Error, s.Code = p.Error, p.Code
+
+	case *eventlog.ExecutionCancelled:
+		s.CancelReason = p.Reason
+
+	case *eventlog.CancelRequested:
+		if !s.CancelRequested {
+			s.CancelRequested, s.CancelReason, s.CancelBy = true, p.Reason, p.By
+		}
+
+	case *eventlog.DispatchParked:
+		if !s.status.Dispatched {
+			return invalid(ev, "dispatch.parked before a dispatch of this run started")
+		}
+		if s.status.Parked {
+			return invalid(ev, "dispatch.parked of a dispatch that is already parked")
+		}
+
+	case *eventlog.TimerStarted:
+		if _, ok := s.timers[p.TimerID]; ok {
+			return invalid(ev, "timer.started of timer %q, which already started", p.TimerID)
+		}
+		s.timers[p.TimerID] = len(s.timerList)
+		s.timerList = append(s.timerList, Timer{ID: p.TimerID, WakeAt: p.WakeAt, StartedAt: ev.Seq})
+
+	case *eventlog.TimerFired:
+		i, ok := s.timers[p.TimerID]
+		if !ok {
+			return invalid(ev, "timer.fired of timer %q, which never started", p.TimerID)
+		}
+		if s.timerList[i].FiredAt != 0 {
+			return invalid(ev, "timer.fired of timer %q, which already fired", p.TimerID)
+		}
+		s.timerList[i].FiredAt = ev.Seq
+
+	case *eventlog.ApprovalRequested:
+		if a, ok := s.approval(p.StepID); ok && a.Pending() {
+			return invalid(ev, "approval.requested of step %q, which awaits a decision", p.StepID)
+		}
+		if st, ok := s.Step(p.StepID); ok && (st.Status == StepSucceeded || st.Status == StepFailed || st.Status == StepDenied) {
+			return invalid(ev, "approval.requested of step %q, which is already %s; replay never runs it again", p.StepID, st.Status)
+		}
+		s.approvals[p.StepID] = Approval{
+			StepID: p.StepID, StepKind: p.StepKind, Target: p.Target, Args: slices.Clone(p.Args),
+			Reason: p.Reason, RequestedAt: ev.Seq,
+		}
+
+	case *eventlog.ApprovalGranted:
+		if err := s.decide(ev, p.StepID, ApprovalGranted, p.By, p.Note); err != nil {
+			return err
+		}
+
+	case *eventlog.ApprovalRejected:
+		if err := s.decide(ev, p.StepID, ApprovalRejected, p.By, p.Note); err != nil {
+			return err
+		}
+
+	case *eventlog.MarkerRecorded:
+		s.Markers = append(s.Markers, Marker{Name: p.Name, Seq: ev.Seq, Dispatch: s.Dispatches})
+
+	case *eventlog.ForkDiverged:
+		if s.forkSeq == 0 {
+			return invalid(ev, "fork.diverged in an execution that is not a fork")
+		}
+		for _, id := range p.Unconsumed {
+			if _, ok := s.step(id); !ok {
+				return invalid(ev, "fork.diverged names step %q, which the lineage does not hold", id)
+			}
+		}
+		s.Diverged, s.DivergedAt = slices.Clone(p.Unconsumed), ev.Seq
 
 	case *eventlog.ForkCreated:
 		if p.At != s.Head {
@@ -240,12 +428,42 @@ func (s *State) Apply(ev eventlog.Event) error {
 		}
 		s.Parent, s.ForkAt, s.Selections = p.Parent, p.At, slices.Clone(p.Selections)
 		s.forkSeq = ev.Seq
-		s.Status, s.Output, s.Error, s.Code = StatusPending, nil, "", ""
+		s.Output, s.Error, s.Code = nil, "", ""
+		s.CancelRequested, s.CancelReason, s.CancelBy = false, "", ""
+		s.Diverged, s.DivergedAt = nil, 0
+		for _, o := range p.Overrides {
+			s.overrides[o.StepID] = slices.Clone(o.Result)
+		}
+		if len(p.Input) > 0 {
+			s.Input = slices.Clone(p.Input)
+		}
 
 	default:
 		return invalid(ev, "unknown event kind %s", ev.Kind())
 	}
-	s.Head = ev.Seq
+	return nil
+}
+
+// approval returns the newest approval of stepID with Own set.
+func (s *State) approval(stepID string) (Approval, bool) {
+	a, ok := s.approvals[stepID]
+	if !ok {
+		return Approval{}, false
+	}
+	a.Args = slices.Clone(a.Args)
+	a.Own = a.RequestedAt > s.forkSeq
+	return a, true
+}
+
+// decide records the decision of an awaited approval.
+func (s *State) decide(ev eventlog.Event, stepID string, d ApprovalDecision, by, note string) error {
+	a, ok := s.approval(stepID)
+	if !ok || !a.Pending() {
+		return invalid(ev, "%s of step %q, which awaits no decision", ev.Kind(), stepID)
+	}
+	a.Decision, a.By, a.Note, a.DecidedAt = d, by, note, ev.Seq
+	a.Own = false // recomputed on read
+	s.approvals[stepID] = a
 	return nil
 }
 
@@ -257,6 +475,9 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 			return invalid(ev, "step %q affects %q, which is not bound", p.StepID, k)
 		}
 	}
+	if _, ok := s.overrides[p.StepID]; ok {
+		return invalid(ev, "step.started of step %q, which a fork overrides; replay never runs it", p.StepID)
+	}
 	st, ok := s.step(p.StepID)
 	if !ok {
 		if p.Attempt != 1 {
@@ -267,7 +488,7 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 		st = &s.order[len(s.order)-1]
 	} else {
 		switch {
-		case st.Status != StepStarted && st.Status != StepCancelled:
+		case st.Status != StepStarted && st.Status != StepCancelled && st.Status != StepRetrying && st.Status != StepAbandoned:
 			return invalid(ev, "step.started of step %q, which is already %s; replay never runs it again", p.StepID, st.Status)
 		case st.Kind != p.StepKind || st.Target != p.Target:
 			return invalid(ev, "step.started of step %q as %s %q, it started as %s %q", p.StepID, p.StepKind, p.Target, st.Kind, st.Target)
@@ -285,13 +506,14 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 }
 
 // terminal returns the step a terminal event resolves: one that is started,
-// or for an indeterminate failure also one that was cancelled.
+// or for an indeterminate failure also one that was cancelled or abandoned
+// (an at_most_once step resolved on a later dispatch).
 func (s *State) terminal(ev eventlog.Event, id string, indeterminate bool) (*Step, error) {
 	st, ok := s.step(id)
 	if !ok {
 		return nil, invalid(ev, "%s of step %q, which never started", ev.Kind(), id)
 	}
-	if st.Status == StepStarted || indeterminate && st.Status == StepCancelled {
+	if st.Status == StepStarted || indeterminate && (st.Status == StepCancelled || st.Status == StepAbandoned) {
 		return st, nil
 	}
 	return nil, invalid(ev, "%s of step %q, which is already %s", ev.Kind(), id, st.Status)
@@ -312,23 +534,95 @@ func (s *State) step(id string) (*Step, bool) {
 	return &s.order[i], true
 }
 
-// Step returns a copy of what the lineage recorded about step id.
+// Step returns a copy of what the lineage recorded about step id. A step a
+// fork.created overrides (DESIGN §12) is succeeded with the override as
+// its Result and Overridden set, whether or not the lineage holds it.
 func (s *State) Step(id string) (Step, bool) {
 	st, ok := s.step(id)
 	if !ok {
+		if r, over := s.overrides[id]; over {
+			return Step{ID: id, Status: StepSucceeded, Result: slices.Clone(r), Overridden: true}, true
+		}
 		return Step{}, false
 	}
-	return st.clone(), true
+	return s.overridden(st.clone()), true
 }
 
-// Steps returns copies of every step, in order of first appearance.
+// Steps returns copies of every step the lineage holds, in order of first
+// appearance, overrides applied. An override of a step the lineage does
+// not hold is in [State.Overrides] and [State.Step].
 func (s *State) Steps() []Step {
 	out := make([]Step, len(s.order))
 	for i := range s.order {
-		out[i] = s.order[i].clone()
+		out[i] = s.overridden(s.order[i].clone())
 	}
 	return out
 }
+
+// overridden applies a fork's override of st, if any.
+func (s *State) overridden(st Step) Step {
+	if r, ok := s.overrides[st.ID]; ok {
+		st.Status, st.Result, st.Overridden = StepSucceeded, slices.Clone(r), true
+		st.Error, st.Indeterminate, st.RetryAt = "", false, time.Time{}
+	}
+	return st
+}
+
+// Overrides returns the results the lineage's fork.created events override,
+// newest per StepID winning, sorted by StepID.
+func (s *State) Overrides() []eventlog.StepOverride {
+	out := make([]eventlog.StepOverride, 0, len(s.overrides))
+	for id, r := range s.overrides {
+		out = append(out, eventlog.StepOverride{StepID: id, Result: slices.Clone(r)})
+	}
+	slices.SortFunc(out, func(a, b eventlog.StepOverride) int { return cmpString(a.StepID, b.StepID) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Timer returns the lineage's timer id.
+func (s *State) Timer(id string) (Timer, bool) {
+	i, ok := s.timers[id]
+	if !ok {
+		return Timer{}, false
+	}
+	return s.timerList[i], true
+}
+
+// Timers returns every timer of the lineage, in order of timer.started.
+func (s *State) Timers() []Timer { return slices.Clone(s.timerList) }
+
+// Approval returns the newest approval.requested of step stepID and its
+// decision.
+func (s *State) Approval(stepID string) (Approval, bool) { return s.approval(stepID) }
+
+// Awaited returns, sorted, the StepIDs whose approval the run awaits (the
+// status fold's): own, undecided approvals, none once the run ended.
+func (s *State) Awaited() []string { return slices.Clone(s.status.Approvals) }
+
+// Approvals returns the newest approval of every step that has one, in
+// order of request.
+func (s *State) Approvals() []Approval {
+	out := make([]Approval, 0, len(s.approvals))
+	for id := range s.approvals {
+		a, _ := s.approval(id)
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Approval) int { return int(a.RequestedAt) - int(b.RequestedAt) })
+	return out
+}
+
+// StatusState returns the status fold of the lineage, as a store keeps it.
+func (s *State) StatusState() eventlog.StatusState { return s.status.Clone() }
 
 // Binding returns a copy of the newest resource.bound of key in the
 // lineage.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"go/build"
 	"iter"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,6 +67,35 @@ func checkModel(t *rapid.T, h *history, s *State) {
 		if st.ID != h.order[i] || st.Status != m.status || st.Attempts != m.attempts || st.Kind != m.kind || st.Target != m.target {
 			t.Fatalf("step %d = %+v, model %s %+v", i, st, h.order[i], *m)
 		}
+	}
+	if s.CancelRequested != h.cancelReq || !slices.Equal(s.Diverged, h.diverged) {
+		t.Fatalf("cancel requested %v diverged %v, model %v %v", s.CancelRequested, s.Diverged, h.cancelReq, h.diverged)
+	}
+	awaited := s.Awaited()
+	for _, a := range s.Approvals() {
+		if a.Pending() != slices.Contains(h.approvals, a.StepID) && !h.terminal {
+			t.Fatalf("approval %+v: pending %v, model awaits %v", a, a.Pending(), h.approvals)
+		}
+	}
+	if !slices.Equal(awaited, h.approvals) {
+		t.Fatalf("awaited approvals %v, model %v", awaited, h.approvals)
+	}
+	unfired := 0
+	for _, tm := range s.Timers() {
+		if tm.FiredAt == 0 {
+			unfired++
+		}
+	}
+	if unfired != len(h.timers) {
+		t.Fatalf("%d unfired timers, model %v", unfired, h.timers)
+	}
+	for id := range h.overridden {
+		if st, ok := s.Step(id); !ok || st.Status != StepSucceeded || !st.Overridden {
+			t.Fatalf("overridden step %s: %+v, %v", id, st, ok)
+		}
+	}
+	if st := s.StatusState(); st.Status != s.Status || st.Head != s.Head {
+		t.Fatalf("StatusState %+v, state status %s head %d", st, s.Status, s.Head)
 	}
 	bindings := s.Bindings()
 	if len(bindings) != len(h.bound) {

@@ -359,7 +359,7 @@ func TestRunFork(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != statusCompleted || !res.Scripted {
+	if res.Status != eventlog.StatusCompleted.String() || !res.Scripted {
 		t.Fatalf("run: %+v, want a completed run on the scripted model", res)
 	}
 	var x demoExecution

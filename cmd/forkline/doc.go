@@ -24,7 +24,9 @@
 // # Commands
 //
 //	demo [--task TEXT]          run, fork twice, compare
-//	ls                          executions: agent, events, status, parent
+//	ls                          executions: agent, events, status, parent;
+//	                            the status is the store's (pending, running,
+//	                            waiting, completed, failed, cancelled)
 //	tree                        the fork lineage of every execution
 //	events <id>                 the lineage's events, one line each
 //	coverage <id> [seq]         every event with its coverage and what a fork

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -347,11 +348,18 @@ var (
 	bytesType = reflect.TypeFor[[]byte]()
 	rawType   = reflect.TypeFor[json.RawMessage]()
 	idType    = reflect.TypeFor[eventlog.ID]()
+	timeType  = reflect.TypeFor[time.Time]()
 )
 
 // fields lists a payload's fields by their wire names, values decoded for
-// reading: recorded JSON stays JSON, IDs are text.
+// reading: recorded JSON stays JSON, IDs and times are text. A field that
+// format version 2 added to a kind of version 1 (eventlog.V2Fields) is
+// left out while it is zero, so events that do not use it read as before.
 func fields(v any) fieldList {
+	var later []string
+	if p, ok := v.(eventlog.Payload); ok {
+		later = eventlog.V2Fields[p.Kind()]
+	}
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
@@ -373,6 +381,9 @@ func fields(v any) fieldList {
 		if name == "" || name == "-" {
 			name = sf.Name
 		}
+		if slices.Contains(later, name) && rv.Field(i).IsZero() {
+			continue
+		}
 		out = append(out, field{Name: name, Value: fieldValue(rv.Field(i))})
 	}
 	return out
@@ -382,6 +393,12 @@ func fieldValue(v reflect.Value) any {
 	switch {
 	case v.Type() == bytesType || v.Type() == rawType:
 		return jsonValue(v.Bytes())
+	case v.Type() == timeType:
+		t := v.Interface().(time.Time)
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
 	case v.Type() == idType:
 		id := v.Interface().(eventlog.ID)
 		if id.IsZero() {

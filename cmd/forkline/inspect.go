@@ -14,38 +14,6 @@ import (
 	"github.com/forkline/forkline/eventlog/pebblestore"
 )
 
-// Execution statuses, from the lineage's newest event.
-const (
-	statusCreated    = "created"    // no dispatch has started
-	statusUnfinished = "unfinished" // dispatched, no execution.completed or .failed: running now, or interrupted
-	statusCompleted  = "completed"
-	statusFailed     = "failed"
-)
-
-// statusOf reads the newest event of info's lineage.
-func statusOf(e *env, log eventlog.Log, info eventlog.Info) (string, error) {
-	for ev, err := range log.Events(e.ctx, info.ID, info.Head) {
-		if err != nil {
-			return "", fmt.Errorf("execution %s: %w", info.ID, err)
-		}
-		return statusAfter(ev), nil
-	}
-	return statusUnfinished, nil
-}
-
-// statusAfter is the status of an execution whose newest event is ev.
-func statusAfter(ev eventlog.Event) string {
-	switch ev.Data.(type) {
-	case *eventlog.ExecutionCompleted:
-		return statusCompleted
-	case *eventlog.ExecutionFailed:
-		return statusFailed
-	case *eventlog.ExecutionCreated, *eventlog.ForkCreated:
-		return statusCreated
-	}
-	return statusUnfinished
-}
-
 // listing is one execution in ls, tree and the timeline's forks.
 type listing struct {
 	ID      string     `json:"id"`
@@ -70,12 +38,10 @@ func listAll(e *env, log eventlog.Log) ([]*listing, error) {
 			return nil, fmt.Errorf("list executions: %w", err)
 		}
 		p.tick()
-		st, err := statusOf(e, log, info)
-		if err != nil {
-			return nil, err
-		}
+		// The store keeps each execution's status (DESIGN §9): listing
+		// folds no lineage.
 		l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq,
-			Head: info.Head, Status: st, Created: info.Created.UTC(), info: info}
+			Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), info: info}
 		if !info.Parent.IsZero() {
 			l.Parent = info.Parent.String()
 		}
@@ -274,13 +240,8 @@ func cmdEvents(e *env, idArg string) error {
 	})
 }
 
-// status is the lineage's status from its newest event.
-func (l *lineage) status() string {
-	if len(l.events) == 0 {
-		return statusUnfinished
-	}
-	return statusAfter(l.events[len(l.events)-1])
-}
+// status is the execution's status as the store keeps it (DESIGN §9).
+func (l *lineage) status() string { return l.info.Status.String() }
 
 // selectionJSON is one coverage.Selection in --json output.
 type selectionJSON struct {

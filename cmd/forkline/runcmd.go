@@ -61,7 +61,7 @@ func cmdRun(e *env, idArg string) error {
 		} else {
 			fmt.Fprintf(e.stdout, "model: %s\n", m.describe())
 			switch {
-			case before == statusCompleted || before == statusFailed:
+			case l.info.Status.Terminal():
 				fmt.Fprintf(e.stdout, "execution %s had already %s; nothing ran\n", info.ID, before)
 			default:
 				fmt.Fprintf(e.stdout, "execution %s: %s, %d events (%d appended; live calls: %s)\n",

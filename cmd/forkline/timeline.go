@@ -34,6 +34,17 @@ var kindColors = map[eventlog.Kind]string{
 	eventlog.KindExecutionCompleted:    "#000000",
 	eventlog.KindExecutionFailed:       "#b00020",
 	eventlog.KindForkCreated:           "#e377c2",
+	eventlog.KindCancelRequested:       "#ff9896",
+	eventlog.KindExecutionCancelled:    "#7f7f7f",
+	eventlog.KindDispatchParked:        "#c49c94",
+	eventlog.KindTimerStarted:          "#aec7e8",
+	eventlog.KindTimerFired:            "#6baed6",
+	eventlog.KindApprovalRequested:     "#c5b0d5",
+	eventlog.KindApprovalGranted:       "#98df8a",
+	eventlog.KindApprovalRejected:      "#e7969c",
+	eventlog.KindMarkerRecorded:        "#bcbd22",
+	eventlog.KindStepAbandoned:         "#f7b6d2",
+	eventlog.KindForkDiverged:          "#dbdb8d",
 }
 
 // Geometry of the picture, in pixels.
@@ -176,10 +187,7 @@ func writeTimelineFile(e *env, log eventlog.Log, file string, l *lineage) error 
 			}
 			f.own = append(f.own, ev)
 		}
-		f.status = statusCreated
-		if len(f.own) > 0 {
-			f.status = statusAfter(f.own[len(f.own)-1])
-		}
+		f.status = info.Status.String()
 		forks = append(forks, f)
 	}
 	page, err := timelineData(l, forks)
@@ -446,7 +454,16 @@ func timelineData(l *lineage, forks []timelineFork) (*tlPage, error) {
 		page.Legend = append(page.Legend, item)
 		lx += w + 18
 	}
+	// The kinds of format 1 are always in the legend; the later ones
+	// only when the lineage holds them.
+	present := map[eventlog.Kind]bool{}
+	for _, ev := range l.events {
+		present[ev.Kind()] = true
+	}
 	for _, k := range eventlog.Kinds() {
+		if k.Since() > 1 && !present[k] {
+			continue
+		}
 		add(kindColors[k], k.String(), false, false)
 	}
 	add(kindColors[eventlog.KindStepStarted], "hollow: an llm call", true, false)

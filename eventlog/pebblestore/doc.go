@@ -17,6 +17,28 @@
 // fork.created, so index queries past the fork point never leave the fork's
 // own key range.
 //
+// # Status and a head that can be checked
+//
+// Each execution has a state record beside its immutable header: the seq of
+// its newest event and the [eventlog.StatusState] after it (status,
+// updated, wake time, deadline), rewritten in the same batch as every
+// event of its own. Info and List read it and never fold a lineage; a
+// fork's record starts from its own fork.created (pending). The first read
+// of an execution checks the recorded head against its event keys: a lost
+// newest event, or an event past the head, is a [eventlog.CorruptionError]
+// naming the execution and the seq.
+//
+// # Store formats
+//
+// Store format 2 added the state records. A store of format 1 is migrated
+// when opened: every execution's own events are folded into its state
+// record (one pass over the events, no event rewritten; version 1 event
+// records keep reading), and the records and the new format byte are
+// written in one synced batch, so a crash during the migration leaves a
+// format 1 store that the next Open migrates again. An execution whose own
+// events cannot be read gets no record, and reading it reports a
+// corruption. A build that reads only format 1 refuses a format 2 store.
+//
 // # Key layout
 //
 // See keys.go: one-byte table tags, then the execution ID, then big-endian

@@ -34,3 +34,6 @@ func ForgetCache(s *Store) {
 	defer s.mu.Unlock()
 	s.mu.execs = make(map[eventlog.ID]*execution)
 }
+
+// StateKey is the key of execution id's state record.
+func StateKey(id eventlog.ID) []byte { return stateKey(id) }

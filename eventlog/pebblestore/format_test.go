@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/google/go-cmp/cmp"
@@ -46,8 +47,8 @@ func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // undo the change.
 func TestFormatPinned(t *testing.T) {
 	t.Run("versions", func(t *testing.T) {
-		if storeFormat != 1 {
-			t.Errorf("storeFormat = %d, pinned 1", storeFormat)
+		if storeFormat != 2 {
+			t.Errorf("storeFormat = %d, pinned 2", storeFormat)
 		}
 		if valueVersion != 1 {
 			t.Errorf("valueVersion = %d, pinned 1", valueVersion)
@@ -61,6 +62,7 @@ func TestFormatPinned(t *testing.T) {
 		}{
 			{"meta format", metaFormatKey, []byte("mformat")},
 			{"header", headerKey(pinID), cat([]byte{'x'}, pinID[:])},
+			{"state", stateKey(pinID), cat([]byte{'s'}, pinID[:])},
 			{"event", eventKey(pinID, 0x0102030405060708), cat([]byte{'e'}, pinID[:], []byte{1, 2, 3, 4, 5, 6, 7, 8})},
 			{"index", indexKey(pinID, "workspace", 300), cat([]byte{'i'}, pinID[:], []byte{0, 9}, []byte("workspace"), be64(300))},
 			{"index prefix", indexPrefix(pinID, "w"), cat([]byte{'i'}, pinID[:], []byte{0, 1, 'w'})},
@@ -86,6 +88,8 @@ func TestFormatPinned(t *testing.T) {
 			indexKey(pinID, "ab", 7), // longer keys after shorter ones: the length comes first
 			indexKey(pinID, "a\xff", 0),
 			metaFormatKey,
+			stateKey(pinParent),
+			stateKey(pinID),
 			headerKey(pinParent),
 			headerKey(pinID),
 		}
@@ -118,6 +122,9 @@ func TestFormatPinned(t *testing.T) {
 			reflect.TypeFor[indexValue](): {"Generation uint64 generation", "InFlight []string in_flight,omitempty",
 				"CoverageReuse bool coverage_reuse,omitempty", "Bound uint64 bound", "Ref string ref,omitempty",
 				"RefAt uint64 ref_at,omitempty", "RefGeneration uint64 ref_generation,omitempty"},
+			reflect.TypeFor[stateValue](): {"Head uint64 head", "Status uint8 status", "Updated time.Time updated,omitempty",
+				"WakeAt time.Time wake_at,omitempty", "Deadline time.Time deadline,omitempty",
+				"Dispatched bool dispatched,omitempty", "Parked bool parked,omitempty", "Approvals []string approvals,omitempty"},
 		} {
 			var got []string
 			for f := range typ.Fields() {
@@ -135,6 +142,8 @@ func TestFormatPinned(t *testing.T) {
 			{&header{Agent: "a"}, []string{"agent", "created", "parent"}},
 			{goldenIndexValue(), []string{"bound", "coverage_reuse", "generation", "in_flight", "ref", "ref_at", "ref_generation"}},
 			{&indexValue{}, []string{"bound", "generation"}},
+			{goldenStateValue(), []string{"approvals", "deadline", "dispatched", "head", "parked", "status", "updated", "wake_at"}},
+			{&stateValue{}, []string{"head", "status"}},
 		} {
 			v, err := encodeValue(c.v)
 			if err != nil {
@@ -166,12 +175,17 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sv, err := encodeStateValue(goldenStatus())
+		if err != nil {
+			t.Fatal(err)
+		}
 		var b strings.Builder
-		b.WriteString("# The exact bytes of one header and one index value (format_test.go).\n")
+		b.WriteString("# The exact bytes of one header, one index value and one state value\n# (format_test.go).\n")
 		b.WriteString("# Any change here is a change to the store format: bump storeFormat.\n")
 		b.WriteString("# Regenerate with: go test ./eventlog/pebblestore -run TestFormatPinned -rewrite\n")
 		fmt.Fprintf(&b, "header %s\n", hex.EncodeToString(h))
 		fmt.Fprintf(&b, "index %s\n", hex.EncodeToString(iv))
+		fmt.Fprintf(&b, "state %s\n", hex.EncodeToString(sv))
 		path := filepath.Join("testdata", "values.golden")
 		if *rewrite {
 			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -189,11 +203,28 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil || cmp.Diff(st, back) != "" {
 			t.Errorf("index value round trip: %v\n%s", err, cmp.Diff(st, back))
 		}
+		if back, err := decodeStateValue(sv); err != nil || cmp.Diff(goldenStatus(), back) != "" {
+			t.Errorf("state value round trip: %v\n%s", err, cmp.Diff(goldenStatus(), back))
+		}
 		var hb header
 		if err := decodeValue(h, &hb); err != nil || hb != (header{Agent: "coder", Parent: pinParent, At: 17, Created: 1767225600123456789}) {
 			t.Errorf("header round trip: %+v, %v", hb, err)
 		}
 	})
+}
+
+func goldenStatus() eventlog.StatusState {
+	return eventlog.StatusState{Head: 42, Status: eventlog.StatusWaiting,
+		Updated:    time.Date(2026, 1, 1, 0, 0, 0, 123456789, time.UTC),
+		WakeAt:     time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC),
+		Deadline:   time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC),
+		Dispatched: true, Parked: true, Approvals: []string{"s1", "s2"}}
+}
+
+func goldenStateValue() *stateValue {
+	st := goldenStatus()
+	return &stateValue{Head: st.Head, Status: uint8(st.Status), Updated: st.Updated, WakeAt: st.WakeAt,
+		Deadline: st.Deadline, Dispatched: true, Parked: true, Approvals: st.Approvals}
 }
 
 func goldenIndexValue() *indexValue {

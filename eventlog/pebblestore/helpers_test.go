@@ -132,7 +132,19 @@ func eventsEqual(a, b []eventlog.Event) bool {
 
 func infoEqual(x, y eventlog.Info) bool {
 	return x.ID == y.ID && x.Agent == y.Agent && x.Parent == y.Parent && x.ForkSeq == y.ForkSeq &&
-		x.Head == y.Head && x.Created.Equal(y.Created)
+		x.Head == y.Head && x.Created.Equal(y.Created) && x.Status == y.Status && x.Updated.Equal(y.Updated) &&
+		x.WakeAt.Equal(y.WakeAt) && x.Deadline.Equal(y.Deadline)
+}
+
+// withStatus returns info with the status fields of lineage lin: the
+// status fold of its events.
+func withStatus(info eventlog.Info, lin []eventlog.Event) eventlog.Info {
+	var st eventlog.StatusState
+	for _, ev := range lin {
+		st.Apply(ev)
+	}
+	info.Status, info.Updated, info.WakeAt, info.Deadline = st.Status, st.Updated, st.WakeAt, st.Deadline
+	return info
 }
 
 func stateEqual(x, y eventlog.ResourceState) bool {

@@ -11,6 +11,8 @@ import (
 //
 //	'm' "format"                         store format version (one byte)
 //	'x' id[16]                           execution header (immutable)
+//	's' id[16]                           execution state (mutable, store format 2):
+//	                                     head, eventlog.StatusState after it
 //	'e' id[16] seq[8]                    event record (eventlog.AppendRecord)
 //	'i' id[16] len[2] key seq[8]         checkpoint index: eventlog.ResourceState
 //	                                     of resource key after event seq
@@ -24,6 +26,7 @@ const (
 	tagHeader = 'x'
 	tagEvent  = 'e'
 	tagIndex  = 'i'
+	tagState  = 's'
 )
 
 var metaFormatKey = []byte{tagMeta, 'f', 'o', 'r', 'm', 'a', 't'}
@@ -31,6 +34,14 @@ var metaFormatKey = []byte{tagMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 func headerKey(id eventlog.ID) []byte {
 	k := make([]byte, 0, 17)
 	k = append(k, tagHeader)
+	return append(k, id[:]...)
+}
+
+// stateKey is the key of id's state record: its head and status, rewritten
+// in the batch of every event of its own.
+func stateKey(id eventlog.ID) []byte {
+	k := make([]byte, 0, 17)
+	k = append(k, tagState)
 	return append(k, id[:]...)
 }
 

@@ -70,7 +70,7 @@ func (m *lineageMachine) create(t *rapid.T) {
 	m.ids = append(m.ids, id)
 	m.touched = []eventlog.ID{id}
 	m.model[id] = []eventlog.Event{{Seq: 1, Time: tm, Data: created}}
-	m.info[id] = eventlog.Info{ID: id, Agent: agent, Head: 1, Created: tm}
+	m.info[id] = withStatus(eventlog.Info{ID: id, Agent: agent, Head: 1, Created: tm}, m.model[id])
 }
 
 // Append draws 1..3 events that are valid for the execution's lineage.
@@ -153,7 +153,7 @@ func (m *lineageMachine) Append(t *rapid.T) {
 	m.touched = []eventlog.ID{id}
 	info := m.info[id]
 	info.Head = got
-	m.info[id] = info
+	m.info[id] = withStatus(info, m.model[id])
 }
 
 // Fork forks a random execution at a random seq, selecting every resource
@@ -184,7 +184,7 @@ func (m *lineageMachine) Fork(t *rapid.T) {
 	m.ids = append(m.ids, id)
 	m.touched = []eventlog.ID{id, parent}
 	m.model[id] = append(slices.Clone(lin[:atSeq]), eventlog.Event{Seq: atSeq + 1, Time: tm, Data: &written})
-	m.info[id] = eventlog.Info{ID: id, Agent: m.info[parent].Agent, Parent: parent, ForkSeq: atSeq, Head: atSeq + 1, Created: tm}
+	m.info[id] = withStatus(eventlog.Info{ID: id, Agent: m.info[parent].Agent, Parent: parent, ForkSeq: atSeq, Head: atSeq + 1, Created: tm}, m.model[id])
 }
 
 // Create adds a root execution.

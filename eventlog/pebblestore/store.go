@@ -20,8 +20,9 @@ import (
 )
 
 // storeFormat is the version of the key layout and value encodings, stored
-// under the meta key of every log.
-const storeFormat byte = 1
+// under the meta key of every log. Format 2 added the state records ('s');
+// a format 1 log is migrated when it is opened (migrateFormat1).
+const storeFormat byte = 2
 
 // ErrNotALog is returned by Open for a folder that holds files but no
 // forkline log.
@@ -76,8 +77,9 @@ type execution struct {
 		sync.Mutex
 		loaded bool
 		head   uint64
-		index  *eventlog.IndexState
-		lease  eventlog.LeaseState // in memory: see lease.go
+		status eventlog.StatusState // as of head
+		index  *eventlog.IndexState // nil until an append needs it
+		lease  eventlog.LeaseState  // in memory: see lease.go
 	}
 }
 
@@ -173,10 +175,85 @@ func (s *Store) checkFormat() error {
 		return fmt.Errorf("pebblestore: read format: %w", err)
 	}
 	defer closer.Close()
+	if len(v) == 1 && v[0] == 1 {
+		return s.migrateFormat1()
+	}
 	if len(v) != 1 || v[0] != storeFormat {
-		return fmt.Errorf("pebblestore: %s: store format %v, this build reads [%d]", s.dir, v, storeFormat)
+		return fmt.Errorf("pebblestore: %s: store format %v, this build reads [1] and [%d]", s.dir, v, storeFormat)
 	}
 	return nil
+}
+
+// migrateFormat1 turns a store of format 1 into format 2: it folds every
+// execution's own events (a fork's from its fork.created: a status is a
+// fold of the execution's own run) into its state record, and writes the
+// records and the new format byte in one synced batch, so a crash leaves
+// the store in format 1 and the next Open migrates again. An execution
+// whose own events cannot be read gets no record: reading it then reports
+// the corruption. The events themselves are not rewritten: a format 2
+// store reads format 1 records.
+func (s *Store) migrateFormat1() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagHeader}, UpperBound: []byte{tagHeader + 1}})
+	if err != nil {
+		return fmt.Errorf("pebblestore: migrate to store format %d: %w", storeFormat, err)
+	}
+	defer it.Close()
+	b := s.db.NewBatch()
+	defer b.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != 17 {
+			continue
+		}
+		id := eventlog.ID(k[1:17])
+		var hdr header
+		if decodeValue(it.Value(), &hdr) != nil {
+			continue
+		}
+		st, ok := s.foldOwn(id, hdr.At+1)
+		if !ok {
+			continue
+		}
+		v, err := encodeStateValue(st)
+		if err != nil {
+			return fmt.Errorf("pebblestore: migrate to store format %d: %w", storeFormat, err)
+		}
+		_ = b.Set(stateKey(id), v, nil)
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("pebblestore: migrate to store format %d: %w", storeFormat, err)
+	}
+	_ = b.Set(metaFormatKey, []byte{storeFormat}, nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("pebblestore: migrate to store format %d: %w", storeFormat, err)
+	}
+	return nil
+}
+
+// foldOwn folds the status of id's own events, from seq lo on. It reports
+// false when they are not dense from lo or one does not decode.
+func (s *Store) foldOwn(id eventlog.ID, lo uint64) (eventlog.StatusState, bool) {
+	prefix := executionPrefix(tagEvent, id)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(id, lo), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return eventlog.StatusState{}, false
+	}
+	defer it.Close()
+	var st eventlog.StatusState
+	want := lo
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != 25 || eventSeq(k) != want {
+			return eventlog.StatusState{}, false
+		}
+		ev, err := eventlog.DecodeRecord(want, it.Value())
+		if err != nil {
+			return eventlog.StatusState{}, false
+		}
+		st.Apply(ev)
+		want++
+	}
+	return st, it.Error() == nil && want > lo
 }
 
 // Close closes the log. Operations still running finish first; operations
@@ -237,9 +314,16 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
 	}
+	var st eventlog.StatusState
+	st.Apply(ev)
+	sv, err := encodeStateValue(st)
+	if err != nil {
+		return eventlog.ID{}, fmt.Errorf("pebblestore: encode state: %w", err)
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(headerKey(id), hdr, nil)
+	_ = b.Set(stateKey(id), sv, nil)
 	_ = b.Set(eventKey(id, 1), rec, nil)
 	if err := b.Commit(s.write); err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: create execution: %w", err)
@@ -319,26 +403,59 @@ func (s *Store) readHeader(id eventlog.ID) (header, error) {
 	return h, nil
 }
 
-// loadLocked makes e.mu's head and index current. e.mu is held.
+// loadLocked makes e.mu's head and status current, from e's state record,
+// and checks the head: the event at the recorded head exists and none
+// follows it, so a lost newest event is reported rather than read as a
+// shorter lineage. e.mu is held.
 func (s *Store) loadLocked(e *execution) error {
 	if e.mu.loaded {
 		return nil
 	}
-	head, err := s.ownHead(e)
+	v, closer, err := s.db.Get(stateKey(e.id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return &eventlog.CorruptionError{Execution: e.id, What: "state", Err: errors.New("no state record")}
+	}
+	if err != nil {
+		return fmt.Errorf("pebblestore: execution %s: read state: %w", e.id, err)
+	}
+	st, err := decodeStateValue(v)
+	closer.Close()
+	if err != nil {
+		return &eventlog.CorruptionError{Execution: e.id, What: "state", Err: err}
+	}
+	if st.Head <= e.hdr.At {
+		return &eventlog.CorruptionError{Execution: e.id, What: "state", Err: fmt.Errorf("head %d is not past the fork point %d", st.Head, e.hdr.At)}
+	}
+	last, err := s.ownHead(e)
 	if err != nil {
 		return err
 	}
-	states, err := s.resourceStates(e, head)
-	if err != nil {
-		return err
+	switch {
+	case last < st.Head:
+		return &eventlog.CorruptionError{Execution: e.id, Seq: st.Head, What: "event", Err: errors.New("newest event missing from the log")}
+	case last > st.Head:
+		return &eventlog.CorruptionError{Execution: e.id, Seq: last, What: "event", Err: fmt.Errorf("event past the recorded head %d", st.Head)}
 	}
-	e.mu.head = head
-	e.mu.index = eventlog.NewIndexState(states)
+	e.mu.head, e.mu.status = st.Head, st
+	e.mu.index = nil
 	e.mu.loaded = true
 	return nil
 }
 
-// ownHead reads the seq of e's newest own event.
+// indexLocked returns e's index fold as of its head, reading it on first
+// use. e.mu is held and loaded.
+func (s *Store) indexLocked(e *execution) (*eventlog.IndexState, error) {
+	if e.mu.index == nil {
+		states, err := s.resourceStates(e, e.mu.head)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.index = eventlog.NewIndexState(states)
+	}
+	return e.mu.index, nil
+}
+
+// ownHead reads the seq of e's newest own event, 0 if it has none.
 func (s *Store) ownHead(e *execution) (uint64, error) {
 	prefix := executionPrefix(tagEvent, e.id)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
@@ -350,8 +467,7 @@ func (s *Store) ownHead(e *execution) (uint64, error) {
 		if err := it.Error(); err != nil {
 			return 0, fmt.Errorf("pebblestore: execution %s: read head: %w", e.id, err)
 		}
-		// Every execution is written with its first event in one batch.
-		return 0, &eventlog.CorruptionError{Execution: e.id, What: "log", Err: errors.New("execution has no events")}
+		return 0, nil
 	}
 	k := it.Key()
 	if len(k) != 25 {
@@ -378,12 +494,9 @@ func (s *Store) Head(ctx context.Context, id eventlog.ID) (uint64, error) {
 	return e.mu.head, nil
 }
 
-// Info implements eventlog.Log.
+// Info implements eventlog.Log. It reads the execution's header and state
+// record (cached after the first read): it never folds the lineage.
 func (s *Store) Info(ctx context.Context, id eventlog.ID) (eventlog.Info, error) {
-	head, err := s.Head(ctx, id)
-	if err != nil {
-		return eventlog.Info{}, err
-	}
 	if err := s.enter(ctx); err != nil {
 		return eventlog.Info{}, err
 	}
@@ -392,13 +505,21 @@ func (s *Store) Info(ctx context.Context, id eventlog.ID) (eventlog.Info, error)
 	if err != nil {
 		return eventlog.Info{}, err
 	}
-	return e.info(head), nil
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := s.loadLocked(e); err != nil {
+		return eventlog.Info{}, err
+	}
+	return e.infoLocked(), nil
 }
 
-func (e *execution) info(head uint64) eventlog.Info {
+// infoLocked describes e as of its cached head. e.mu is held and loaded.
+func (e *execution) infoLocked() eventlog.Info {
+	st := e.mu.status
 	return eventlog.Info{
 		ID: e.id, Agent: e.hdr.Agent, Parent: e.hdr.Parent, ForkSeq: e.hdr.At,
-		Head: head, Created: timeFromNanos(e.hdr.Created),
+		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
+		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
 	}
 }
 
@@ -509,11 +630,17 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	if e.mu.head != expectedHead {
 		return 0, fmt.Errorf("%w: execution %s: head is %d, expected %d", eventlog.ErrConflict, id, e.mu.head, expectedHead)
 	}
+	index, err := s.indexLocked(e)
+	if err != nil {
+		return 0, err
+	}
+	status := e.mu.status.Clone()
 	b := s.db.NewBatch()
 	defer b.Close()
 	for i, ev := range events {
 		_ = b.Set(eventKey(id, ev.Seq), records[i], nil)
-		changed, err := e.mu.index.Apply(ev)
+		status.Apply(ev)
+		changed, err := index.Apply(ev)
 		if err != nil {
 			e.mu.loaded = false // the index state may hold part of this append
 			return 0, fmt.Errorf("execution %s: seq %d: %w", id, ev.Seq, err)
@@ -527,11 +654,18 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 			_ = b.Set(indexKey(id, st.Key, st.Seq), v, nil)
 		}
 	}
+	sv, err := encodeStateValue(status)
+	if err != nil {
+		e.mu.loaded = false
+		return 0, fmt.Errorf("pebblestore: encode state: %w", err)
+	}
+	_ = b.Set(stateKey(id), sv, nil)
 	if err := b.Commit(wo); err != nil {
 		e.mu.loaded = false
 		return 0, fmt.Errorf("pebblestore: execution %s: append: %w", id, err)
 	}
 	e.mu.head = expectedHead + uint64(len(events))
+	e.mu.status = status
 	return e.mu.head, nil
 }
 
@@ -584,9 +718,16 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
 	}
+	var status eventlog.StatusState // a fork's status is its own: pending
+	status.Apply(ev)
+	sv, err := encodeStateValue(status)
+	if err != nil {
+		return eventlog.ID{}, fmt.Errorf("pebblestore: encode state: %w", err)
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(headerKey(id), hdr, nil)
+	_ = b.Set(stateKey(id), sv, nil)
 	_ = b.Set(eventKey(id, at+1), rec, nil)
 	for _, st := range changed {
 		v, err := encodeIndexValue(st)

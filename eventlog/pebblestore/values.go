@@ -38,6 +38,53 @@ type indexValue struct {
 	RefGeneration uint64   `msgpack:"ref_generation,omitempty"`
 }
 
+// stateValue is the mutable state record of one execution (store format
+// 2): the seq of its newest event, which a read checks against the event
+// keys, and the eventlog.StatusState after that event. It is rewritten in
+// the batch of every event of the execution's own, so Info and List read
+// the status without folding the lineage.
+type stateValue struct {
+	Head       uint64    `msgpack:"head"`
+	Status     uint8     `msgpack:"status"`
+	Updated    time.Time `msgpack:"updated,omitempty"`
+	WakeAt     time.Time `msgpack:"wake_at,omitempty"`
+	Deadline   time.Time `msgpack:"deadline,omitempty"`
+	Dispatched bool      `msgpack:"dispatched,omitempty"`
+	Parked     bool      `msgpack:"parked,omitempty"`
+	Approvals  []string  `msgpack:"approvals,omitempty"`
+}
+
+func encodeStateValue(st eventlog.StatusState) ([]byte, error) {
+	return encodeValue(&stateValue{
+		Head: st.Head, Status: uint8(st.Status), Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
+		Dispatched: st.Dispatched, Parked: st.Parked, Approvals: st.Approvals,
+	})
+}
+
+func decodeStateValue(b []byte) (eventlog.StatusState, error) {
+	var v stateValue
+	if err := decodeValue(b, &v); err != nil {
+		return eventlog.StatusState{}, err
+	}
+	st := eventlog.StatusState{
+		Head: v.Head, Status: eventlog.Status(v.Status), Updated: utc(v.Updated), WakeAt: utc(v.WakeAt),
+		Deadline: utc(v.Deadline), Dispatched: v.Dispatched, Parked: v.Parked, Approvals: v.Approvals,
+	}
+	if st.Head == 0 || !st.Status.Valid() {
+		return eventlog.StatusState{}, fmt.Errorf("state with head %d and status %d", v.Head, v.Status)
+	}
+	return st, nil
+}
+
+// utc returns t in UTC (msgpack decodes times in the local zone); the zero
+// time stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
 func encodeValue(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Write([]byte{valueVersion, 0, 0, 0, 0})

@@ -25,6 +25,24 @@
 //	execution_failed code=handler err=x
 //	fork parent=P at=12 select=db:@0/g1 select=ws:r1@7/g3/covered
 //
+// and the kinds and fields of format version 2:
+//
+//	created agent=coder deadline=2025-01-02T03:04:05Z key=order-1
+//	dispatch 2 owner=host-a epoch=7
+//	failed s2 err="rate limited" retry_at=2025-01-02T03:04:05Z
+//	fork parent=P at=12 input=x override=s1:edited deadline=2025-01-02T03:04:05Z
+//	cancel_requested reason="user asked" by=alice
+//	execution_cancelled reason="user asked"
+//	parked timer wake=2025-01-02T03:04:05Z
+//	timer_started t1 wake=2025-01-02T03:04:05Z
+//	timer_fired t1
+//	approval_requested s5 tool rm args=x reason="at_most_once in a fork"
+//	granted s5 by=bob note=ok
+//	rejected s5 by=bob
+//	marker use-v2
+//	abandoned s7
+//	diverged unconsumed=s8,s9
+//
 // # Values
 //
 // A value is a bare word (no spaces, quotes or '=', not starting with @ or
@@ -44,5 +62,8 @@
 // holding a colon is Go-quoted. parent= is a full ID or a short name such
 // as P (see [ParseID]).
 //
-// Times are not written: events read back have zero Times.
+// An override= is STEPID:RESULT, repeated in order (STEPID quoted like a
+// selection's KEY); unconsumed= is a list like affects=. Times in payloads
+// (deadline=, retry_at=, wake=) are RFC 3339 with nanoseconds and read back
+// in UTC. Event Times are not written: events read back have zero Times.
 package eventtext

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/google/go-cmp/cmp"
@@ -57,6 +58,46 @@ fork parent=P at=12
 				ev(11, &eventlog.ExecutionCompleted{}),
 				ev(12, &eventlog.ExecutionFailed{Code: eventlog.FailHandler}),
 				ev(13, &eventlog.ForkCreated{Parent: eventlog.ID{'P'}, At: 12}),
+			},
+		},
+		{
+			name: "format version 2",
+			text: `created agent=coder deadline=2025-01-02T03:04:05.000000006Z key=k1
+dispatch 2 owner=host-a epoch=7
+failed s2 err=x retry_at=2025-01-02T03:04:05Z
+cancel_requested reason="user asked" by=alice
+execution_cancelled reason=r
+parked timer wake=2025-01-02T03:04:05Z
+parked approval
+timer_started t1 wake=2025-01-02T03:04:05Z
+timer_fired t1
+approval_requested s5 child reviewer args=x reason=fork
+granted s5 by=bob note=ok
+rejected s6
+marker v2
+abandoned s7
+diverged unconsumed=s8,s9
+fork parent=P at=15 input=new override=s1:edited override=` + "`" + `"a:b":1` + "`" + ` deadline=2025-01-02T03:04:05Z
+`,
+			events: []eventlog.Event{
+				ev(1, &eventlog.ExecutionCreated{Agent: "coder", Key: "k1", Deadline: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)}),
+				ev(2, &eventlog.DispatchStarted{Dispatch: 2, Owner: "host-a", Epoch: 7}),
+				ev(3, &eventlog.StepFailed{StepID: "s2", Error: "x", RetryAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}),
+				ev(4, &eventlog.CancelRequested{Reason: "user asked", By: "alice"}),
+				ev(5, &eventlog.ExecutionCancelled{Reason: "r"}),
+				ev(6, &eventlog.DispatchParked{Reason: eventlog.ParkTimer, WakeAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}),
+				ev(7, &eventlog.DispatchParked{Reason: eventlog.ParkApproval}),
+				ev(8, &eventlog.TimerStarted{TimerID: "t1", WakeAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}),
+				ev(9, &eventlog.TimerFired{TimerID: "t1"}),
+				ev(10, &eventlog.ApprovalRequested{StepID: "s5", StepKind: eventlog.StepChild, Target: "reviewer", Args: []byte("x"), Reason: "fork"}),
+				ev(11, &eventlog.ApprovalGranted{StepID: "s5", By: "bob", Note: "ok"}),
+				ev(12, &eventlog.ApprovalRejected{StepID: "s6"}),
+				ev(13, &eventlog.MarkerRecorded{Name: "v2"}),
+				ev(14, &eventlog.StepAbandoned{StepID: "s7"}),
+				ev(15, &eventlog.ForkDiverged{Unconsumed: []string{"s8", "s9"}}),
+				ev(16, &eventlog.ForkCreated{Parent: eventlog.ID{'P'}, At: 15, Input: []byte("new"),
+					Overrides: []eventlog.StepOverride{{StepID: "s1", Result: []byte("edited")}, {StepID: "a:b", Result: []byte("1")}},
+					Deadline:  time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}),
 			},
 		},
 		{
@@ -236,12 +277,20 @@ func TestIDs(t *testing.T) {
 func TestRoundTripProperty(t *testing.T) {
 	str := rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z0-9:@/,="#`+"`"+` ]{0,8}`), rapid.SampledFrom([]string{"", "indeterminate", "@1", "#", "a,b", "x=y", "\"", "`"}))
 	bytesGen := rapid.Map(str, func(s string) []byte { return []byte(s) })
+	tm := rapid.Custom(func(t *rapid.T) time.Time {
+		if rapid.Bool().Draw(t, "zero") {
+			return time.Time{}
+		}
+		return time.Unix(0, rapid.Int64().Draw(t, "nanos")).UTC()
+	})
 	payload := rapid.Custom(func(t *rapid.T) eventlog.Payload {
-		switch rapid.IntRange(0, 12).Draw(t, "kind") {
+		switch rapid.IntRange(0, 23).Draw(t, "kind") {
 		case 0:
-			return &eventlog.ExecutionCreated{Agent: str.Draw(t, "agent"), Input: bytesGen.Draw(t, "input")}
+			return &eventlog.ExecutionCreated{Agent: str.Draw(t, "agent"), Input: bytesGen.Draw(t, "input"),
+				Deadline: tm.Draw(t, "deadline"), Key: str.Draw(t, "key")}
 		case 1:
-			return &eventlog.DispatchStarted{Dispatch: rapid.Uint64().Draw(t, "dispatch")}
+			return &eventlog.DispatchStarted{Dispatch: rapid.Uint64().Draw(t, "dispatch"),
+				Owner: str.Draw(t, "owner"), Epoch: rapid.Uint64().Draw(t, "epoch")}
 		case 2:
 			return &eventlog.StepStarted{StepID: str.Draw(t, "id"), StepKind: eventlog.StepKind(str.Draw(t, "kind")),
 				Target: str.Draw(t, "target"), Args: bytesGen.Draw(t, "args"),
@@ -250,7 +299,8 @@ func TestRoundTripProperty(t *testing.T) {
 		case 3:
 			return &eventlog.StepSucceeded{StepID: str.Draw(t, "id"), Result: bytesGen.Draw(t, "result")}
 		case 4:
-			return &eventlog.StepFailed{StepID: str.Draw(t, "id"), Error: str.Draw(t, "err"), Indeterminate: rapid.Bool().Draw(t, "ind")}
+			return &eventlog.StepFailed{StepID: str.Draw(t, "id"), Error: str.Draw(t, "err"), Indeterminate: rapid.Bool().Draw(t, "ind"),
+				RetryAt: tm.Draw(t, "retryAt")}
 		case 5:
 			return &eventlog.StepCancelled{StepID: str.Draw(t, "id")}
 		case 6:
@@ -271,6 +321,29 @@ func TestRoundTripProperty(t *testing.T) {
 			return &eventlog.ExecutionCompleted{Output: bytesGen.Draw(t, "output")}
 		case 11:
 			return &eventlog.ExecutionFailed{Error: str.Draw(t, "err"), Code: eventlog.FailureCode(str.Draw(t, "code"))}
+		case 13:
+			return &eventlog.CancelRequested{Reason: str.Draw(t, "reason"), By: str.Draw(t, "by")}
+		case 14:
+			return &eventlog.ExecutionCancelled{Reason: str.Draw(t, "reason")}
+		case 15:
+			return &eventlog.DispatchParked{Reason: eventlog.ParkReason(str.Draw(t, "reason")), WakeAt: tm.Draw(t, "wake")}
+		case 16:
+			return &eventlog.TimerStarted{TimerID: str.Draw(t, "id"), WakeAt: tm.Draw(t, "wake")}
+		case 17:
+			return &eventlog.TimerFired{TimerID: str.Draw(t, "id")}
+		case 18:
+			return &eventlog.ApprovalRequested{StepID: str.Draw(t, "id"), StepKind: eventlog.StepKind(str.Draw(t, "kind")),
+				Target: str.Draw(t, "target"), Args: bytesGen.Draw(t, "args"), Reason: str.Draw(t, "reason")}
+		case 19:
+			return &eventlog.ApprovalGranted{StepID: str.Draw(t, "id"), By: str.Draw(t, "by"), Note: str.Draw(t, "note")}
+		case 20:
+			return &eventlog.ApprovalRejected{StepID: str.Draw(t, "id"), By: str.Draw(t, "by"), Note: str.Draw(t, "note")}
+		case 21:
+			return &eventlog.MarkerRecorded{Name: str.Draw(t, "name")}
+		case 22:
+			return &eventlog.StepAbandoned{StepID: str.Draw(t, "id")}
+		case 23:
+			return &eventlog.ForkDiverged{Unconsumed: rapid.SliceOfN(str, 0, 3).Draw(t, "unconsumed")}
 		default:
 			var id eventlog.ID
 			copy(id[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "parent"))
@@ -279,7 +352,11 @@ func TestRoundTripProperty(t *testing.T) {
 					CapturedAt: rapid.Uint64().Draw(t, "capturedAt"), Generation: rapid.Uint64().Draw(t, "gen"),
 					Covered: rapid.Bool().Draw(t, "covered")}
 			}), 0, 3).Draw(t, "selections")
-			return &eventlog.ForkCreated{Parent: id, At: rapid.Uint64().Draw(t, "at"), Selections: sels}
+			overrides := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) eventlog.StepOverride {
+				return eventlog.StepOverride{StepID: str.Draw(t, "id"), Result: bytesGen.Draw(t, "result")}
+			}), 0, 3).Draw(t, "overrides")
+			return &eventlog.ForkCreated{Parent: id, At: rapid.Uint64().Draw(t, "at"), Selections: sels,
+				Input: bytesGen.Draw(t, "input"), Overrides: overrides, Deadline: tm.Draw(t, "deadline")}
 		}
 	})
 	rapid.Check(t, func(t *rapid.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 )
@@ -41,12 +42,18 @@ func FormatEvent(ev eventlog.Event) string {
 		l.word("created")
 		l.field("agent", p.Agent)
 		l.bytes("input", p.Input)
+		l.time("deadline", p.Deadline)
+		l.nonEmpty("key", p.Key)
 	case *eventlog.DispatchStarted:
 		if p == nil {
 			break
 		}
 		l.word("dispatch")
 		l.word(strconv.FormatUint(p.Dispatch, 10))
+		l.nonEmpty("owner", p.Owner)
+		if p.Epoch != 0 {
+			l.field("epoch", strconv.FormatUint(p.Epoch, 10))
+		}
 	case *eventlog.StepStarted:
 		if p == nil {
 			break
@@ -80,6 +87,7 @@ func FormatEvent(ev eventlog.Event) string {
 		if p.Indeterminate {
 			l.word("indeterminate")
 		}
+		l.time("retry_at", p.RetryAt)
 	case *eventlog.StepCancelled:
 		if p == nil {
 			break
@@ -156,6 +164,88 @@ func FormatEvent(ev eventlog.Event) string {
 		for _, s := range p.Selections {
 			l.field("select", FormatSelection(s))
 		}
+		l.bytes("input", p.Input)
+		for _, o := range p.Overrides {
+			l.field("override", quoteKey(o.StepID)+":"+string(o.Result))
+		}
+		l.time("deadline", p.Deadline)
+	case *eventlog.CancelRequested:
+		if p == nil {
+			break
+		}
+		l.word("cancel_requested")
+		l.nonEmpty("reason", p.Reason)
+		l.nonEmpty("by", p.By)
+	case *eventlog.ExecutionCancelled:
+		if p == nil {
+			break
+		}
+		l.word("execution_cancelled")
+		l.nonEmpty("reason", p.Reason)
+	case *eventlog.DispatchParked:
+		if p == nil {
+			break
+		}
+		l.word("parked")
+		l.pos(string(p.Reason))
+		l.time("wake", p.WakeAt)
+	case *eventlog.TimerStarted:
+		if p == nil {
+			break
+		}
+		l.word("timer_started")
+		l.pos(p.TimerID)
+		l.time("wake", p.WakeAt)
+	case *eventlog.TimerFired:
+		if p == nil {
+			break
+		}
+		l.word("timer_fired")
+		l.pos(p.TimerID)
+	case *eventlog.ApprovalRequested:
+		if p == nil {
+			break
+		}
+		l.word("approval_requested")
+		l.pos(p.StepID)
+		l.pos(string(p.StepKind))
+		l.pos(p.Target)
+		l.bytes("args", p.Args)
+		l.nonEmpty("reason", p.Reason)
+	case *eventlog.ApprovalGranted:
+		if p == nil {
+			break
+		}
+		l.word("granted")
+		l.pos(p.StepID)
+		l.nonEmpty("by", p.By)
+		l.nonEmpty("note", p.Note)
+	case *eventlog.ApprovalRejected:
+		if p == nil {
+			break
+		}
+		l.word("rejected")
+		l.pos(p.StepID)
+		l.nonEmpty("by", p.By)
+		l.nonEmpty("note", p.Note)
+	case *eventlog.MarkerRecorded:
+		if p == nil {
+			break
+		}
+		l.word("marker")
+		l.pos(p.Name)
+	case *eventlog.StepAbandoned:
+		if p == nil {
+			break
+		}
+		l.word("abandoned")
+		l.pos(p.StepID)
+	case *eventlog.ForkDiverged:
+		if p == nil {
+			break
+		}
+		l.word("diverged")
+		l.list("unconsumed", p.Unconsumed)
 	}
 	if l.b.Len() == 0 {
 		return "invalid"
@@ -168,16 +258,26 @@ func FormatEvent(ev eventlog.Event) string {
 // select=). KEY is Go-quoted when it holds a colon, starts with a double
 // quote or is empty.
 func FormatSelection(s eventlog.ForkSelection) string {
-	key := s.Key
-	if key == "" || strings.ContainsRune(key, ':') || strings.HasPrefix(key, `"`) {
-		key = strconv.Quote(key)
-	}
-	out := fmt.Sprintf("%s:%s@%d/g%d", key, s.Ref, s.CapturedAt, s.Generation)
+	out := fmt.Sprintf("%s:%s@%d/g%d", quoteKey(s.Key), s.Ref, s.CapturedAt, s.Generation)
 	if s.Covered {
 		out += "/covered"
 	}
 	return out
 }
+
+// quoteKey returns key Go-quoted when it is empty, holds a colon or starts
+// with a double quote: the form of the key before the colon of select= and
+// override=.
+func quoteKey(key string) string {
+	if key == "" || strings.ContainsRune(key, ':') || strings.HasPrefix(key, `"`) {
+		return strconv.Quote(key)
+	}
+	return key
+}
+
+// TimeLayout is the layout of a time value (deadline=, retry_at=, wake=):
+// RFC 3339 with nanoseconds; times read back in UTC.
+const TimeLayout = time.RFC3339Nano
 
 // line builds one line of words.
 type line struct{ b strings.Builder }
@@ -210,9 +310,19 @@ func (l *line) bytes(key string, v []byte) {
 	}
 }
 
-// affects appends the resource keys as affects=a,b, or, when a key is empty
-// or holds a comma or needs quoting, as one quoted affects= per key.
-func (l *line) affects(keys []string) {
+// time appends key=value in TimeLayout unless t is zero.
+func (l *line) time(key string, t time.Time) {
+	if !t.IsZero() {
+		l.field(key, t.UTC().Format(TimeLayout))
+	}
+}
+
+// affects appends the resource keys as affects=a,b (see list).
+func (l *line) affects(keys []string) { l.list("affects", keys) }
+
+// list appends the values as key=a,b, or, when a value is empty or holds a
+// comma or needs quoting, as one quoted key= per value.
+func (l *line) list(key string, keys []string) {
 	if len(keys) == 0 {
 		return
 	}
@@ -223,11 +333,11 @@ func (l *line) affects(keys []string) {
 		}
 	}
 	if simple {
-		l.word("affects=" + strings.Join(keys, ","))
+		l.word(key + "=" + strings.Join(keys, ","))
 		return
 	}
 	for _, k := range keys {
-		l.word("affects=" + quoted(k))
+		l.word(key + "=" + quoted(k))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 )
@@ -59,11 +60,17 @@ func parseEvent(toks []token) (eventlog.Payload, error) {
 	switch verb.val {
 	case "created":
 		p = &eventlog.ExecutionCreated{
-			Agent: a.required("agent"),
-			Input: a.bytes("input"),
+			Agent:    a.required("agent"),
+			Input:    a.bytes("input"),
+			Deadline: a.time("deadline"),
+			Key:      a.optional("key", ""),
 		}
 	case "dispatch":
-		p = &eventlog.DispatchStarted{Dispatch: a.uint(a.pos("dispatch count"), 64)}
+		p = &eventlog.DispatchStarted{
+			Dispatch: a.uint(a.pos("dispatch count"), 64),
+			Owner:    a.optional("owner", ""),
+			Epoch:    a.uint(a.optional("epoch", "0"), 64),
+		}
 	case "started":
 		s := &eventlog.StepStarted{
 			StepID:   a.pos("step id"),
@@ -71,13 +78,7 @@ func parseEvent(toks []token) (eventlog.Payload, error) {
 			Target:   a.pos("target"),
 			Args:     a.bytes("args"),
 		}
-		for _, v := range a.all("affects") {
-			if v.quoted {
-				s.Resources = append(s.Resources, v.val)
-			} else {
-				s.Resources = append(s.Resources, strings.Split(v.val, ",")...)
-			}
-		}
+		s.Resources = a.list("affects")
 		s.Attempt = uint32(a.uint(a.optional("attempt", "1"), 32))
 		s.Idempotency = eventlog.Idempotency(a.optional("idem", string(eventlog.SafeToRetry)))
 		p = s
@@ -88,6 +89,7 @@ func parseEvent(toks []token) (eventlog.Payload, error) {
 			StepID:        a.pos("step id"),
 			Error:         a.optional("err", ""),
 			Indeterminate: a.flag("indeterminate"),
+			RetryAt:       a.time("retry_at"),
 		}
 	case "cancelled":
 		p = &eventlog.StepCancelled{StepID: a.pos("step id")}
@@ -144,7 +146,45 @@ func parseEvent(toks []token) (eventlog.Payload, error) {
 			sel, a.err = parseSelection(v.val)
 			f.Selections = append(f.Selections, sel)
 		}
+		f.Input = a.bytes("input")
+		for _, v := range a.all("override") {
+			if a.err != nil {
+				break
+			}
+			var o eventlog.StepOverride
+			o, a.err = parseOverride(v.val)
+			f.Overrides = append(f.Overrides, o)
+		}
+		f.Deadline = a.time("deadline")
 		p = f
+	case "cancel_requested":
+		p = &eventlog.CancelRequested{Reason: a.optional("reason", ""), By: a.optional("by", "")}
+	case "execution_cancelled":
+		p = &eventlog.ExecutionCancelled{Reason: a.optional("reason", "")}
+	case "parked":
+		p = &eventlog.DispatchParked{Reason: eventlog.ParkReason(a.pos("reason")), WakeAt: a.time("wake")}
+	case "timer_started":
+		p = &eventlog.TimerStarted{TimerID: a.pos("timer id"), WakeAt: a.time("wake")}
+	case "timer_fired":
+		p = &eventlog.TimerFired{TimerID: a.pos("timer id")}
+	case "approval_requested":
+		p = &eventlog.ApprovalRequested{
+			StepID:   a.pos("step id"),
+			StepKind: eventlog.StepKind(a.pos("step kind")),
+			Target:   a.pos("target"),
+			Args:     a.bytes("args"),
+			Reason:   a.optional("reason", ""),
+		}
+	case "granted":
+		p = &eventlog.ApprovalGranted{StepID: a.pos("step id"), By: a.optional("by", ""), Note: a.optional("note", "")}
+	case "rejected":
+		p = &eventlog.ApprovalRejected{StepID: a.pos("step id"), By: a.optional("by", ""), Note: a.optional("note", "")}
+	case "marker":
+		p = &eventlog.MarkerRecorded{Name: a.pos("name")}
+	case "abandoned":
+		p = &eventlog.StepAbandoned{StepID: a.pos("step id")}
+	case "diverged":
+		p = &eventlog.ForkDiverged{Unconsumed: a.list("unconsumed")}
 	default:
 		return nil, fmt.Errorf("unknown event %q", verb.val)
 	}
@@ -236,6 +276,34 @@ func (a *args) bytes(key string) []byte {
 	return nil
 }
 
+// list returns the values of every key=, each split at commas unless it
+// was quoted.
+func (a *args) list(key string) []string {
+	var out []string
+	for _, v := range a.all(key) {
+		if v.quoted {
+			out = append(out, v.val)
+		} else {
+			out = append(out, strings.Split(v.val, ",")...)
+		}
+	}
+	return out
+}
+
+// time returns the value of key in TimeLayout, in UTC; zero when absent.
+func (a *args) time(key string) time.Time {
+	v, ok := a.value(key)
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(TimeLayout, v)
+	if err != nil {
+		a.fail(fmt.Errorf("%s: %s=%q is not an RFC 3339 time", a.verb, key, v))
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
 func (a *args) uint(s string, bits int) uint64 {
 	n, err := strconv.ParseUint(s, 10, bits)
 	if err != nil {
@@ -284,6 +352,35 @@ func (a *args) done() error {
 		return fmt.Errorf("%s: unexpected word %q", a.verb, t.val)
 	}
 	return nil
+}
+
+// parseOverride reads STEPID:RESULT, where STEPID is Go-quoted when it
+// holds a colon or starts with a double quote.
+func parseOverride(s string) (eventlog.StepOverride, error) {
+	var o eventlog.StepOverride
+	rest := s
+	if strings.HasPrefix(s, `"`) {
+		q, err := strconv.QuotedPrefix(s)
+		if err != nil {
+			return o, fmt.Errorf("fork: override=%q: bad quoted step id", s)
+		}
+		o.StepID, _ = strconv.Unquote(q)
+		rest = s[len(q):]
+		if !strings.HasPrefix(rest, ":") {
+			return o, fmt.Errorf("fork: override=%q: no colon after the step id (want STEPID:RESULT)", s)
+		}
+		rest = rest[1:]
+	} else {
+		var ok bool
+		o.StepID, rest, ok = strings.Cut(s, ":")
+		if !ok {
+			return o, fmt.Errorf("fork: override=%q: no colon after the step id (want STEPID:RESULT)", s)
+		}
+	}
+	if rest != "" {
+		o.Result = []byte(rest)
+	}
+	return o, nil
 }
 
 // parseSelection reads KEY:REF@AT/gGEN[/covered], where KEY is Go-quoted

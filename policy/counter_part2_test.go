@@ -1,0 +1,57 @@
+package policy
+
+import "testing"
+
+// DESIGN §8½: a retried attempt (step.failed with RetryAt) and an abandoned
+// step are ended attempts and count like them; a child step counts like a
+// tool call; the kinds without a body count nothing.
+func TestCounterPartII(t *testing.T) {
+	tests := []struct {
+		name   string
+		events string // after prelude
+		want   string // counts(ws)
+	}{
+		{"a retried attempt counts", `
+started s1 tool fetch affects=ws
+failed s1 err=503 retry_at=2025-01-01T00:00:05Z`, "ws=1"},
+		{"the retry counts as another attempt", `
+started s1 tool fetch affects=ws
+failed s1 err=503 retry_at=2025-01-01T00:00:05Z
+started s1 tool fetch affects=ws attempt=2
+succeeded s1`, "ws=2"},
+		{"an abandoned step counts", `
+started s1 tool write affects=ws
+dispatch 2
+abandoned s1`, "ws=1"},
+		{"a child step counts", `
+started c1 child reviewer affects=ws
+succeeded c1`, "ws=1"},
+		{"a child step that affects nothing counts nothing", `
+started c1 child reviewer
+succeeded c1`, "ws=0"},
+		{"the kinds without a body count nothing", `
+timer_started t1 wake=2025-01-01T00:01:00Z
+parked timer wake=2025-01-01T00:01:00Z
+dispatch 2
+timer_fired t1
+approval_requested s1 tool rm
+granted s1
+marker m
+cancel_requested reason=stop`, "ws=0"},
+		{"three ended attempts make a capture due", `
+started s1 tool fetch affects=ws
+failed s1 err=503 retry_at=2025-01-01T00:00:05Z
+started s2 child writer affects=ws
+succeeded s2
+started s3 tool write affects=ws
+dispatch 2
+abandoned s3`, "ws=3 due"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := counts(fold(t, prelude+tc.events), "ws"); got != tc.want {
+				t.Errorf("counts = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
