@@ -23,6 +23,11 @@ type Info struct {
 	Updated  time.Time
 	WakeAt   time.Time // when a parked execution is to run again; zero if none
 	Deadline time.Time // zero if none
+
+	// Caller is the execution that started this one as its child (DESIGN
+	// §9); zero for an execution started from outside a handler. It comes
+	// from the header, so forks of a child have none.
+	Caller ID
 }
 
 // Log is an append-only store of executions and their events. A kernel
@@ -35,7 +40,13 @@ type Info struct {
 type Log interface {
 	// Create starts a root execution: a new time-ordered ID and its first
 	// event, execution.created at seq 1, written durably.
-	Create(ctx context.Context, created *ExecutionCreated, at time.Time) (ID, error)
+	//
+	// A created.Key that is not empty is an idempotency key (DESIGN §9),
+	// indexed in the same write: when an execution with that key exists,
+	// Create writes nothing and returns that execution's ID if its Agent
+	// and Input equal created's, and an error wrapping ErrConflict if not.
+	// Concurrent Creates with one key create one execution.
+	Create(ctx context.Context, created *ExecutionCreated, at time.Time, opts ...CreateOption) (ID, error)
 
 	// Append writes events as seqs expectedHead+1, expectedHead+2, … in one
 	// atomic write. An event's Seq must be 0 (assigned) or its position. If the
@@ -64,8 +75,12 @@ type Log interface {
 	// Info describes id.
 	Info(ctx context.Context, id ID) (Info, error)
 
-	// List yields every execution in ID order (so, creation order).
-	List(ctx context.Context) iter.Seq2[Info, error]
+	// List yields the executions f selects in ID order (so, creation
+	// order), at most f.Limit of them when it is positive. An invalid f
+	// (Filter.Validate) yields only an error wrapping ErrInvalid. A store
+	// keeps what the filter reads (header, status) beside the events, so
+	// List never folds a lineage.
+	List(ctx context.Context, f Filter) iter.Seq2[Info, error]
 
 	// Fork creates an execution whose events 1..at are parent's, without
 	// copying any, and writes fc as its event at+1. fc.Parent and fc.At are

@@ -393,7 +393,7 @@ func TestPlanWithoutResources(t *testing.T) {
 func countExecutions(t tb, s eventlog.Log) int {
 	t.Helper()
 	n := 0
-	for _, err := range s.List(context.Background()) {
+	for _, err := range s.List(context.Background(), eventlog.Filter{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,9 +408,9 @@ type recordingLog struct {
 	forks, writes int
 }
 
-func (r *recordingLog) Create(ctx context.Context, c *eventlog.ExecutionCreated, at time.Time) (eventlog.ID, error) {
+func (r *recordingLog) Create(ctx context.Context, c *eventlog.ExecutionCreated, at time.Time, opts ...eventlog.CreateOption) (eventlog.ID, error) {
 	r.writes++
-	return r.IndexedLog.Create(ctx, c, at)
+	return r.IndexedLog.Create(ctx, c, at, opts...)
 }
 
 func (r *recordingLog) Append(ctx context.Context, id eventlog.ID, head uint64, events ...eventlog.Event) (uint64, error) {

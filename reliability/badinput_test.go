@@ -29,7 +29,7 @@ import (
 func snapshot(t testing.TB, log eventlog.Log) map[eventlog.ID][]string {
 	t.Helper()
 	out := map[eventlog.ID][]string{}
-	for info, err := range log.List(context.Background()) {
+	for info, err := range log.List(context.Background(), eventlog.Filter{}) {
 		if err != nil {
 			t.Errorf("list: %v", err)
 			return nil

@@ -148,8 +148,8 @@ type ackLog struct {
 	mu   sync.Mutex
 }
 
-func (a *ackLog) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time) (eventlog.ID, error) {
-	id, err := a.IndexedLog.Create(ctx, created, at)
+func (a *ackLog) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time, opts ...eventlog.CreateOption) (eventlog.ID, error) {
+	id, err := a.IndexedLog.Create(ctx, created, at, opts...)
 	if err == nil {
 		err = a.record('C', id, []eventlog.Event{{Seq: 1, Time: at, Data: created}})
 	}

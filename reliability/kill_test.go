@@ -482,7 +482,7 @@ func hasIndeterminate(events []eventlog.Event) bool {
 func decodeAll(t *testing.T, log eventlog.Log) map[eventlog.ID][]eventlog.Event {
 	t.Helper()
 	out := map[eventlog.ID][]eventlog.Event{}
-	for info, err := range log.List(context.Background()) {
+	for info, err := range log.List(context.Background(), eventlog.Filter{}) {
 		if err != nil {
 			t.Fatalf("list: %v", err)
 		}
@@ -513,7 +513,7 @@ func lineage(t testing.TB, log eventlog.Log, id eventlog.ID) []eventlog.Event {
 func onlyExecution(t *testing.T, log eventlog.Log) eventlog.ID {
 	t.Helper()
 	var ids []eventlog.ID
-	for info, err := range log.List(context.Background()) {
+	for info, err := range log.List(context.Background(), eventlog.Filter{}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ type greetOut struct {
 func listAll(t *testing.T, log eventlog.Log) []eventlog.Info {
 	t.Helper()
 	var out []eventlog.Info
-	for info, err := range log.List(t.Context()) {
+	for info, err := range log.List(t.Context(), eventlog.Filter{}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,7 +57,7 @@ func readDemoLog(t *testing.T, dir string) []demoExecution {
 	defer s.Close()
 	ctx := context.Background()
 	var out []demoExecution
-	for info, err := range s.List(ctx) {
+	for info, err := range s.List(ctx, eventlog.Filter{}) {
 		if err != nil {
 			t.Fatal(err)
 		}

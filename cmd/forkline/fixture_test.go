@@ -307,7 +307,7 @@ func logFingerprint(t testing.TB, log eventlog.Log) string {
 	t.Helper()
 	ctx := context.Background()
 	var b strings.Builder
-	for info, err := range log.List(ctx) {
+	for info, err := range log.List(ctx, eventlog.Filter{}) {
 		if err != nil {
 			t.Fatal(err)
 		}

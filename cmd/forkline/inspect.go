@@ -33,7 +33,7 @@ func listAll(e *env, log eventlog.Log) ([]*listing, error) {
 	var out []*listing
 	p := newProgress(e, "listing", "executions")
 	defer p.done()
-	for info, err := range log.List(e.ctx) {
+	for info, err := range log.List(e.ctx, eventlog.Filter{}) {
 		if err != nil {
 			return nil, fmt.Errorf("list executions: %w", err)
 		}

@@ -81,7 +81,7 @@ func resolve(e *env, log eventlog.Log, prefix string) (eventlog.Info, error) {
 		return eventlog.Info{}, inputErrorf("bad id %q: want hex digits of an execution id (a prefix will do)", prefix)
 	}
 	var found []eventlog.Info
-	for info, err := range log.List(e.ctx) {
+	for info, err := range log.List(e.ctx, eventlog.Filter{}) {
 		if err != nil {
 			return eventlog.Info{}, fmt.Errorf("list executions: %w", err)
 		}

@@ -173,7 +173,7 @@ func cmdTimeline(e *env, idArg, file string) error {
 // holds, into file (written whole, then renamed into place).
 func writeTimelineFile(e *env, log eventlog.Log, file string, l *lineage) error {
 	var forks []timelineFork
-	for info, err := range log.List(e.ctx) {
+	for info, err := range log.List(e.ctx, eventlog.Filter{}) {
 		if err != nil {
 			return fmt.Errorf("list executions: %w", err)
 		}

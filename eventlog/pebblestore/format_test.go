@@ -63,6 +63,7 @@ func TestFormatPinned(t *testing.T) {
 			{"meta format", metaFormatKey, []byte("mformat")},
 			{"header", headerKey(pinID), cat([]byte{'x'}, pinID[:])},
 			{"state", stateKey(pinID), cat([]byte{'s'}, pinID[:])},
+			{"idempotency key", idemKey("order-7"), cat([]byte{'k'}, []byte("order-7"))},
 			{"event", eventKey(pinID, 0x0102030405060708), cat([]byte{'e'}, pinID[:], []byte{1, 2, 3, 4, 5, 6, 7, 8})},
 			{"index", indexKey(pinID, "workspace", 300), cat([]byte{'i'}, pinID[:], []byte{0, 9}, []byte("workspace"), be64(300))},
 			{"index prefix", indexPrefix(pinID, "w"), cat([]byte{'i'}, pinID[:], []byte{0, 1, 'w'})},
@@ -118,7 +119,7 @@ func TestFormatPinned(t *testing.T) {
 
 	t.Run("fields", func(t *testing.T) {
 		for typ, want := range map[reflect.Type][]string{
-			reflect.TypeFor[header](): {"Agent string agent", "Parent eventlog.ID parent", "At uint64 at,omitempty", "Created int64 created"},
+			reflect.TypeFor[header](): {"Agent string agent", "Parent eventlog.ID parent", "At uint64 at,omitempty", "Created int64 created", "Caller eventlog.ID caller,omitempty"},
 			reflect.TypeFor[indexValue](): {"Generation uint64 generation", "InFlight []string in_flight,omitempty",
 				"CoverageReuse bool coverage_reuse,omitempty", "Bound uint64 bound", "Ref string ref,omitempty",
 				"RefAt uint64 ref_at,omitempty", "RefGeneration uint64 ref_generation,omitempty"},

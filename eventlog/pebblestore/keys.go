@@ -16,6 +16,8 @@ import (
 //	'e' id[16] seq[8]                    event record (eventlog.AppendRecord)
 //	'i' id[16] len[2] key seq[8]         checkpoint index: eventlog.ResourceState
 //	                                     of resource key after event seq
+//	'k' key                              idempotency key (execution.created Key,
+//	                                     store format 2) → id[16]
 //
 // Integers are big-endian so that byte order is numeric order. An
 // execution's events and index entries are contiguous and ordered by seq, so
@@ -27,9 +29,17 @@ const (
 	tagEvent  = 'e'
 	tagIndex  = 'i'
 	tagState  = 's'
+	tagKey    = 'k'
 )
 
 var metaFormatKey = []byte{tagMeta, 'f', 'o', 'r', 'm', 'a', 't'}
+
+// idemKey is the key of an idempotency key's entry.
+func idemKey(key string) []byte {
+	k := make([]byte, 0, 1+len(key))
+	k = append(k, tagKey)
+	return append(k, key...)
+}
 
 func headerKey(id eventlog.ID) []byte {
 	k := make([]byte, 0, 17)

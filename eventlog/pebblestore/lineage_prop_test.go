@@ -284,7 +284,7 @@ func (m *lineageMachine) Check(t *rapid.T) {
 			t.Fatalf("Info(%s) (-model +store):\n%s", id, d)
 		}
 	}
-	list, err := collect(t, m.s.List(t.Context()))
+	list, err := collect(t, m.s.List(t.Context(), eventlog.Filter{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,6 +64,8 @@ type Store struct {
 		sync.Mutex
 		execs map[eventlog.ID]*execution
 	}
+	// keyMu orders Creates with an idempotency key.
+	keyMu sync.Mutex
 }
 
 var _ eventlog.IndexedLog = (*Store)(nil)
@@ -293,7 +297,7 @@ func (s *Store) enter(ctx context.Context) error {
 func (s *Store) leave() { s.life.active.Done() }
 
 // Create implements eventlog.Log.
-func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time) (eventlog.ID, error) {
+func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time, opts ...eventlog.CreateOption) (eventlog.ID, error) {
 	if created == nil {
 		return eventlog.ID{}, fmt.Errorf("%w: nil execution.created", eventlog.ErrInvalid)
 	}
@@ -309,8 +313,17 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		return eventlog.ID{}, err
 	}
 	defer s.leave()
+	if created.Key != "" {
+		// One keyed Create at a time: the check and the write are atomic.
+		s.keyMu.Lock()
+		defer s.keyMu.Unlock()
+		if id, found, err := s.keyed(created); found || err != nil {
+			return id, err
+		}
+	}
+	o := eventlog.NewCreateOptions(opts)
 	id := eventlog.NewID()
-	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at)})
+	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
 	}
@@ -325,10 +338,49 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	_ = b.Set(headerKey(id), hdr, nil)
 	_ = b.Set(stateKey(id), sv, nil)
 	_ = b.Set(eventKey(id, 1), rec, nil)
+	if created.Key != "" {
+		_ = b.Set(idemKey(created.Key), id[:], nil)
+	}
 	if err := b.Commit(s.write); err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: create execution: %w", err)
 	}
 	return id, nil
+}
+
+// keyed looks up created.Key: the execution it names, if any, when its
+// agent and input equal created's, and ErrConflict when they differ.
+// s.keyMu is held.
+func (s *Store) keyed(created *eventlog.ExecutionCreated) (eventlog.ID, bool, error) {
+	v, closer, err := s.db.Get(idemKey(created.Key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return eventlog.ID{}, false, nil
+	}
+	if err != nil {
+		return eventlog.ID{}, false, fmt.Errorf("pebblestore: read key %q: %w", created.Key, err)
+	}
+	defer closer.Close()
+	if len(v) != len(eventlog.ID{}) {
+		return eventlog.ID{}, false, &eventlog.CorruptionError{What: "idempotency key " + strconv.Quote(created.Key),
+			Err: fmt.Errorf("value of %d bytes", len(v))}
+	}
+	id := eventlog.ID(v)
+	var first *eventlog.ExecutionCreated
+	for ev, err := range s.Events(context.Background(), id, 1) {
+		if err != nil {
+			return eventlog.ID{}, false, err
+		}
+		first, _ = ev.Data.(*eventlog.ExecutionCreated)
+		break
+	}
+	if first == nil {
+		return eventlog.ID{}, false, &eventlog.CorruptionError{Execution: id, Seq: 1,
+			What: "event", Err: fmt.Errorf("idempotency key %q names an execution without execution.created", created.Key)}
+	}
+	if first.Agent != created.Agent || !bytes.Equal(first.Input, created.Input) {
+		return eventlog.ID{}, false, fmt.Errorf("%w: key %q is execution %s of agent %q with input %.100s; now agent %q with input %.100s",
+			eventlog.ErrConflict, created.Key, id, first.Agent, first.Input, created.Agent, created.Input)
+	}
+	return id, true, nil
 }
 
 // execution returns the cached state of id, reading its header and those of
@@ -520,50 +572,98 @@ func (e *execution) infoLocked() eventlog.Info {
 		ID: e.id, Agent: e.hdr.Agent, Parent: e.hdr.Parent, ForkSeq: e.hdr.At,
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
+		Caller: e.hdr.Caller,
 	}
 }
 
-// List implements eventlog.Log.
-func (s *Store) List(ctx context.Context) iter.Seq2[eventlog.Info, error] {
+// List implements eventlog.Log. It reads headers in ID order from
+// f.After and each candidate's state record; it never reads events.
+func (s *Store) List(ctx context.Context, f eventlog.Filter) iter.Seq2[eventlog.Info, error] {
 	return func(yield func(eventlog.Info, error) bool) {
-		var ids []eventlog.ID
-		err := func() error {
-			if err := s.enter(ctx); err != nil {
-				return err
-			}
-			defer s.leave()
-			it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagHeader}, UpperBound: []byte{tagHeader + 1}})
-			if err != nil {
-				return fmt.Errorf("pebblestore: list: %w", err)
-			}
-			defer it.Close()
-			for ok := it.First(); ok; ok = it.Next() {
-				k := it.Key()
-				if len(k) != 17 {
-					return &eventlog.CorruptionError{What: "header key", Err: fmt.Errorf("key %x", k)}
-				}
-				ids = append(ids, eventlog.ID(k[1:17]))
-			}
-			if err := it.Error(); err != nil {
-				return fmt.Errorf("pebblestore: list: %w", err)
-			}
-			return nil
-		}()
-		if err != nil {
+		if err := f.Validate(); err != nil {
 			yield(eventlog.Info{}, err)
 			return
 		}
-		for _, id := range ids {
-			info, err := s.Info(ctx, id)
+		after := f.After
+		for {
+			// A page at a time, so that nothing is held while yielding.
+			page, last, err := s.listPage(ctx, f, after, 256)
 			if err != nil {
 				yield(eventlog.Info{}, err)
 				return
 			}
-			if !yield(info, nil) {
+			for _, info := range page {
+				if !yield(info, nil) {
+					return
+				}
+				if f.Limit > 0 {
+					if f.Limit--; f.Limit == 0 {
+						return
+					}
+				}
+			}
+			if last.IsZero() {
 				return
 			}
+			after = last
 		}
 	}
+}
+
+// listPage returns up to n executions after after that f matches, reading
+// at most 16n headers, and the ID of the last header it read when more may
+// follow (zero when the table ended).
+func (s *Store) listPage(ctx context.Context, f eventlog.Filter, after eventlog.ID, n int) ([]eventlog.Info, eventlog.ID, error) {
+	var none eventlog.ID
+	if err := s.enter(ctx); err != nil {
+		return nil, none, err
+	}
+	defer s.leave()
+	lower := []byte{tagHeader}
+	if !after.IsZero() {
+		lower = append(headerKey(after), 0) // the first key after after's header
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{tagHeader + 1}})
+	if err != nil {
+		return nil, none, fmt.Errorf("pebblestore: list: %w", err)
+	}
+	defer it.Close()
+	var out []eventlog.Info
+	scanned := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, none, err
+		}
+		k := it.Key()
+		if len(k) != 17 {
+			return nil, none, &eventlog.CorruptionError{What: "header key", Err: fmt.Errorf("key %x", k)}
+		}
+		id := eventlog.ID(k[1:17])
+		e, err := s.execution(id)
+		if err != nil {
+			return nil, none, err
+		}
+		if (f.Agent == "" || e.hdr.Agent == f.Agent) && (f.Parent.IsZero() || e.hdr.Parent == f.Parent) &&
+			(f.Caller.IsZero() || e.hdr.Caller == f.Caller) {
+			e.mu.Lock()
+			err = s.loadLocked(e)
+			info := e.infoLocked()
+			e.mu.Unlock()
+			if err != nil {
+				return nil, none, err
+			}
+			if f.Match(info) {
+				out = append(out, info)
+			}
+		}
+		if scanned++; len(out) == n || scanned == 16*n {
+			return out, id, nil // the caller goes on after id
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, none, fmt.Errorf("pebblestore: list: %w", err)
+	}
+	return out, none, nil
 }
 
 // Append implements eventlog.Log.

@@ -196,7 +196,7 @@ func TestCreateRejects(t *testing.T) {
 
 func countList(t *testing.T, s *pebblestore.Store) int {
 	t.Helper()
-	infos, err := collect(t, s.List(t.Context()))
+	infos, err := collect(t, s.List(t.Context(), eventlog.Filter{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestClosed(t *testing.T) {
 	check("AppendUnsynced", err)
 	_, err = collect(t, s.Events(ctx, id, 1))
 	check("Events", err)
-	_, err = collect(t, s.List(ctx))
+	_, err = collect(t, s.List(ctx, eventlog.Filter{}))
 	check("List", err)
 	_, err = s.Fork(ctx, id, 1, nil, t0)
 	check("Fork", err)
@@ -309,7 +309,7 @@ func TestBreakReleases(t *testing.T) {
 	for range s.Events(t.Context(), fork, 1) {
 		break
 	}
-	for range s.List(t.Context()) {
+	for range s.List(t.Context(), eventlog.Filter{}) {
 		break
 	}
 	for range s.ResourceHistory(t.Context(), fork, "w", 0) {
@@ -345,7 +345,7 @@ func TestReopen(t *testing.T) {
 	for _, id := range ids {
 		want[id] = snap(t, s, id)
 	}
-	wantList, err := collect(t, s.List(ctx))
+	wantList, err := collect(t, s.List(ctx, eventlog.Filter{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestReopen(t *testing.T) {
 			t.Errorf("%s after reopen (-before +after):\n%s", id, d)
 		}
 	}
-	gotList, err := collect(t, s.List(ctx))
+	gotList, err := collect(t, s.List(ctx, eventlog.Filter{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +560,7 @@ func TestLineageReads(t *testing.T) {
 		})
 	}
 	// List: every execution once, in ID (creation) order, agreeing with Info.
-	infos, err := collect(t, s.List(t.Context()))
+	infos, err := collect(t, s.List(t.Context(), eventlog.Filter{}))
 	if err != nil {
 		t.Fatal(err)
 	}

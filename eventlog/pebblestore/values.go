@@ -23,7 +23,8 @@ type header struct {
 	Agent   string      `msgpack:"agent"`
 	Parent  eventlog.ID `msgpack:"parent"`
 	At      uint64      `msgpack:"at,omitempty"`
-	Created int64       `msgpack:"created"` // Unix nanoseconds
+	Created int64       `msgpack:"created"`          // Unix nanoseconds
+	Caller  eventlog.ID `msgpack:"caller,omitempty"` // store format 2: the parent of a child
 }
 
 // indexValue is an eventlog.ResourceState without the key and seq, which
