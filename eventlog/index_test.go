@@ -314,7 +314,7 @@ func indexHistory(t *rapid.T, n int) []eventlog.Event {
 					affects = append(affects, k)
 				}
 			}
-			p = &eventlog.StepStarted{StepID: id, StepKind: rapid.SampledFrom([]eventlog.StepKind{"tool", "local", "llm"}).Draw(t, "kind"),
+			p = &eventlog.StepStarted{StepID: id, StepKind: rapid.SampledFrom([]eventlog.StepKind{"tool", "local", "llm", "child"}).Draw(t, "kind"),
 				Resources: affects, Idempotency: eventlog.SafeToRetry, Attempt: 1}
 		case 4, 5:
 			if len(open) == 0 {

@@ -55,3 +55,27 @@ abandoned s3`, "ws=3 due"},
 		})
 	}
 }
+
+// StepKind child is valid everywhere a step kind is checked (DESIGN §8½):
+// a rule may name it, and a rule for "child" matches only child calls.
+func TestRulesChildKind(t *testing.T) {
+	rules, err := ParseRules("deny child:reviewer\nallow *:*")
+	if err != nil {
+		t.Fatalf("ParseRules(child): %v", err)
+	}
+	for _, c := range []struct {
+		kind, target string
+		allow        bool
+	}{
+		{"child", "reviewer", false},
+		{"tool", "reviewer", true},
+		{"child", "writer", true},
+	} {
+		if got := rules.Gate()(t.Context(), Call{Kind: c.kind, Target: c.target}); got.Allow != c.allow {
+			t.Errorf("%s:%s: Allow = %v, want %v", c.kind, c.target, got.Allow, c.allow)
+		}
+	}
+	if _, err := ParseRules("deny chil:*"); err == nil {
+		t.Error("a kind pattern that matches no step kind parsed")
+	}
+}

@@ -72,8 +72,8 @@
 //   - KIND and TARGET are [path.Match] patterns, split at the first colon;
 //     an empty pattern or "*" matches anything (for TARGET even a name with
 //     a slash). A malformed pattern is an error, and so is a KIND pattern
-//     that matches none of tool, local and llm, since its rule could never
-//     apply.
+//     that matches none of tool, local, llm and child, since its rule could
+//     never apply.
 //   - in-fork restricts the rule to calls that run live in a fork, past
 //     their fork point.
 //   - The rest of the line, trimmed, is the reason recorded with the

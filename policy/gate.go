@@ -12,7 +12,7 @@ import (
 // (DESIGN §7). Replayed calls are never gated.
 type Call struct {
 	Agent  string // the agent of the execution
-	Kind   string // "tool", "local" or "llm"
+	Kind   string // "tool", "local", "llm" or "child"
 	Target string // the tool name, step name or LLM endpoint
 	Args   []byte // canonical encoding of the args
 	InFork bool   // runs live in a fork, past its fork point

@@ -135,8 +135,8 @@ func TestParseRulesErrors(t *testing.T) {
 		{"deny tool", `line 1: "tool" is not KIND:TARGET`},
 		{"allow tool:x\ndeny tool:[x", `line 2: target pattern "[x": syntax error in pattern`},
 		{"deny [tool:x", `line 1: kind pattern "[tool": syntax error in pattern`},
-		{"deny tools:x", `line 1: kind pattern "tools" matches none of tool, local, llm`},
-		{"deny x*:y", `line 1: kind pattern "x*" matches none of tool, local, llm`},
+		{"deny tools:x", `line 1: kind pattern "tools" matches none of tool, local, llm, child`},
+		{"deny x*:y", `line 1: kind pattern "x*" matches none of tool, local, llm, child`},
 		{"deny tool:a\\", `line 1: target pattern "a\\": syntax error in pattern`},
 	}
 	for _, tc := range tests {

@@ -10,7 +10,7 @@ import (
 )
 
 // stepKinds are the call kinds a rule's Kind pattern must be able to match.
-var stepKinds = []string{string(eventlog.StepTool), string(eventlog.StepLocal), string(eventlog.StepLLM)}
+var stepKinds = []string{string(eventlog.StepTool), string(eventlog.StepLocal), string(eventlog.StepLLM), string(eventlog.StepChild)}
 
 // ParseRules reads a rule set in the text form described in the package
 // documentation. An error names the line and what was wrong with it, and
@@ -80,7 +80,7 @@ func checkKind(kind string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("kind pattern %q matches none of tool, local, llm", kind)
+	return fmt.Errorf("kind pattern %q matches none of tool, local, llm, child", kind)
 }
 
 // nextWord splits s, which has no leading space, into its first word and

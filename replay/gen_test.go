@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
@@ -447,7 +448,7 @@ func (h *history) do(ch chooser, a action, w weights) {
 			h.overridden[id] = true
 			overrides = append(overrides, eventlog.StepOverride{StepID: id, Result: []byte("later")})
 		}
-		slices.SortFunc(overrides, func(a, b eventlog.StepOverride) int { return cmpString(a.StepID, b.StepID) })
+		slices.SortFunc(overrides, func(a, b eventlog.StepOverride) int { return strings.Compare(a.StepID, b.StepID) })
 		h.status, h.terminal, h.dispatched, h.parked = StatusPending, false, false, false
 		h.approvals, h.cancelReq, h.diverged = nil, false, nil
 		h.forkSeq = seq

@@ -1,12 +1,14 @@
 package replay
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"iter"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
@@ -575,18 +577,8 @@ func (s *State) Overrides() []eventlog.StepOverride {
 	for id, r := range s.overrides {
 		out = append(out, eventlog.StepOverride{StepID: id, Result: slices.Clone(r)})
 	}
-	slices.SortFunc(out, func(a, b eventlog.StepOverride) int { return cmpString(a.StepID, b.StepID) })
+	slices.SortFunc(out, func(a, b eventlog.StepOverride) int { return strings.Compare(a.StepID, b.StepID) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Timer returns the lineage's timer id.
@@ -617,7 +609,7 @@ func (s *State) Approvals() []Approval {
 		a, _ := s.approval(id)
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b Approval) int { return int(a.RequestedAt) - int(b.RequestedAt) })
+	slices.SortFunc(out, func(a, b Approval) int { return cmp.Compare(a.RequestedAt, b.RequestedAt) })
 	return out
 }
 

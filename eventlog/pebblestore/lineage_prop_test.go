@@ -107,7 +107,7 @@ func (m *lineageMachine) Append(t *rapid.T) {
 					affects = append(affects, k)
 				}
 			}
-			p = &eventlog.StepStarted{StepID: stepID, StepKind: rapid.SampledFrom([]eventlog.StepKind{"tool", "local", "llm"}).Draw(t, "step kind"),
+			p = &eventlog.StepStarted{StepID: stepID, StepKind: rapid.SampledFrom([]eventlog.StepKind{"tool", "local", "llm", "child"}).Draw(t, "step kind"),
 				Target: "t", Resources: affects, Idempotency: eventlog.SafeToRetry, Attempt: 1}
 		case 3:
 			if len(inFlight) == 0 {
