@@ -2,6 +2,9 @@ package sdk
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	"github.com/forkline/forkline/eventlog"
@@ -97,8 +100,6 @@ func (k *Kernel) handler(agent string) (handler, bool) {
 // StartOption configures Start.
 type StartOption func(*startOptions) error
 
-type startOptions struct{}
-
 // Start creates an execution of agent with input and returns its ID. It does
 // not run it: call Run. An unknown agent, or an input that does not decode
 // into the agent's input type, is refused with ErrInvalid and nothing is
@@ -126,5 +127,79 @@ func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...Sta
 	if err := r.check(in); err != nil {
 		return eventlog.ID{}, fmt.Errorf("%w: agent %q: %v", ErrInvalid, agent, err)
 	}
-	return k.log.Create(ctx, &eventlog.ExecutionCreated{Agent: agent, Input: in}, k.now())
+	created := &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline}
+	var copts []eventlog.CreateOption
+	if !o.caller.IsZero() {
+		copts = append(copts, eventlog.WithCaller(o.caller))
+	}
+	id, err := k.log.Create(ctx, created, k.now(), copts...)
+	if err == nil {
+		k.notify()
+	}
+	return id, err
+}
+
+// withCaller records the parent of a child execution (Agent.Call).
+func withCaller(id eventlog.ID) StartOption {
+	return func(o *startOptions) error {
+		o.caller = id
+		return nil
+	}
+}
+
+// childArgs is what a child step records as its args.
+type childArgs struct {
+	Input json.RawMessage `json:"input"`
+}
+
+// Call runs the agent as a child of the handler whose ctx it is given
+// (DESIGN §9): a step of kind child whose body starts the child execution
+// and waits for it to end. The child's output is the step's result; its
+// failure or cancellation is the step's error. The child gets an
+// idempotency key derived from the parent and the StepID, so a replayed or
+// resumed parent finds the same child and never starts a second one; a
+// fork that runs the step live starts its own. The child is run by Serve,
+// or else by this kernel in the background — never by the parent's body,
+// which only waits. Cancelling the parent cancels the child.
+//
+// The parent waits with a goroutine: parking a long wait (sdk.ParkAfter)
+// is not built yet.
+func (a *Agent[In, Out]) Call(ctx context.Context, in In) (Out, error) {
+	var zero Out
+	d, err := dispatchFrom(ctx)
+	if err != nil {
+		return zero, fmt.Errorf("child %q: %w", a.name, err)
+	}
+	if d.k != a.k {
+		return zero, fmt.Errorf("%w: child %q is registered in another kernel", ErrInvalid, a.name)
+	}
+	input, err := encodeValue(in)
+	if err != nil {
+		return zero, fmt.Errorf("%w: child %q: input does not encode: %v", ErrInvalid, a.name, err)
+	}
+	args, err := canonicalArgs(childArgs{Input: input})
+	if err != nil {
+		return zero, fmt.Errorf("%w: child %q: input: %v", ErrInvalid, a.name, err)
+	}
+	return doTyped(ctx, d, call{kind: eventlog.StepChild, target: a.name, args: args, idem: eventlog.SafeToRetry},
+		func(bctx context.Context) (Out, error) {
+			si, _ := bctx.Value(stepKey{}).(*stepInfo)
+			id, err := a.Start(bctx, in, WithKey(childKey(d.id, si.id)), withCaller(d.id))
+			if err != nil {
+				return zero, err
+			}
+			go func() {
+				// Run it here unless someone (Serve) already does; ErrBusy
+				// says they do. Its outcome is read by Wait below.
+				_, _ = a.k.Run(context.Background(), id)
+			}()
+			return a.Wait(bctx, id)
+		})
+}
+
+// childKey is the idempotency key of the child started by step stepID of
+// execution parent.
+func childKey(parent eventlog.ID, stepID string) string {
+	h := sha256.Sum256(append(parent[:], stepID...))
+	return "fl-child-" + hex.EncodeToString(h[:16])
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver"
@@ -34,6 +35,8 @@ type dispatch struct {
 	dead    error               // an append failed: the dispatch stops
 	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
 	ended   bool                // the handler returned: calls are refused
+	lease   eventlog.Lease      // the lease the dispatch runs under; zero without a Leaser
+	expired bool                // the deadline stopped the handler
 
 	// recorded is how many steps the lineage recorded when the dispatch
 	// began; consumed holds those this dispatch reached again. It replays
@@ -100,6 +103,40 @@ func (d *dispatch) apply(ev eventlog.Event) error {
 // appendLocked writes payloads as one group, synced unless lazy, and folds
 // them. A failure makes the dispatch dead: nothing more is written.
 func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
+	return d.writeLocked(lazy, nil, payloads)
+}
+
+// takeRequestsLocked moves the inbox's pending requests into the lineage
+// (DESIGN §8½), in one synced append that also removes them from the inbox.
+// Only cancel requests are taken: approval decisions wait in the inbox for
+// the approvals of DESIGN §12, which are not built yet.
+func (d *dispatch) takeRequestsLocked() error {
+	inbox, ok := d.k.log.(eventlog.Inbox)
+	if !ok || d.dead != nil {
+		return nil
+	}
+	reqs, err := inbox.Requests(d.ctx, d.id)
+	if err != nil {
+		d.dead = fmt.Errorf("sdk: execution %s: read requests: %w", d.id, err)
+		return d.dead
+	}
+	var ns []uint64
+	var payloads []eventlog.Payload
+	for _, r := range reqs {
+		if r.Data.Kind() == eventlog.KindCancelRequested {
+			ns = append(ns, r.N)
+			payloads = append(payloads, r.Data)
+		}
+	}
+	if len(ns) == 0 {
+		return nil
+	}
+	return d.writeLocked(false, ns, payloads)
+}
+
+// writeLocked appends payloads, taking the inbox requests ns in the same
+// write when there are any.
+func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Payload) error {
 	if d.dead != nil {
 		return d.dead
 	}
@@ -110,9 +147,12 @@ func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
 		events[i] = eventlog.Event{Seq: head + uint64(i) + 1, Time: now, Data: p}
 	}
 	var err error
-	if lazy {
+	switch {
+	case len(ns) > 0:
+		_, err = d.k.log.(eventlog.Inbox).Take(d.ctx, d.id, head, ns, events...)
+	case lazy:
 		_, err = d.k.log.AppendUnsynced(d.ctx, d.id, head, events...)
-	} else {
+	default:
 		_, err = d.k.log.Append(d.ctx, d.id, head, events...)
 	}
 	if err != nil {
@@ -152,17 +192,28 @@ func (d *dispatch) usableLocked() error {
 func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	d.ctx = context.WithoutCancel(ctx)
 	d.mu.Lock()
-	err := d.appendLocked(false, &eventlog.DispatchStarted{Dispatch: d.state.Dispatches + 1})
-	d.mu.Unlock()
-	if err != nil {
-		return nil, err
+	if res, err, ended := d.beginLocked(); ended {
+		d.mu.Unlock()
+		return res, err
 	}
+	d.mu.Unlock()
 	d.k.logger.Info("forkline: dispatch started", "execution", d.id.String(), "agent", d.state.Agent,
 		"dispatch", d.state.Dispatches, "recorded_steps", d.recorded)
 
 	defer d.closeHandles()
-	cctx, cancelCalls := context.WithCancel(ctx)
-	defer cancelCalls()
+	cctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	cancelCalls := func() { stop(nil) }
+	if dl := d.state.Deadline; !dl.IsZero() {
+		t := time.AfterFunc(dl.Sub(d.k.now()), func() {
+			d.mu.Lock()
+			d.expired = true
+			d.mu.Unlock()
+			stop(fmt.Errorf("sdk: execution %s: deadline %s passed: %w", d.id, dl.Format(time.RFC3339Nano), context.DeadlineExceeded))
+		})
+		defer t.Stop()
+	}
+	defer d.watchRequests(stop)()
 	hctx := context.WithValue(cctx, dispatchKey{}, d)
 	out, herr := func() (out []byte, err error) {
 		defer func() {
@@ -181,6 +232,15 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	defer d.mu.Unlock()
 	if d.dead != nil {
 		return nil, d.dead
+	}
+	if err := d.takeRequestsLocked(); err != nil {
+		return nil, err
+	}
+	if d.state.CancelRequested {
+		return d.cancelledLocked()
+	}
+	if d.expired {
+		return d.deadlineLocked()
 	}
 	if d.fatal != nil {
 		if err := d.appendLocked(false, &eventlog.ExecutionFailed{Error: d.fatal.Message, Code: d.fatal.Code}); err != nil {
@@ -206,6 +266,92 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	}
 	d.logCaptures(payloads)
 	return &Result{ID: d.id, Output: out}, nil
+}
+
+// beginLocked starts the dispatch: it takes the inbox's requests and
+// appends dispatch.started, unless the execution ends first — cancelled by
+// a request, or past its deadline (then ended is true).
+func (d *dispatch) beginLocked() (res *Result, err error, ended bool) {
+	if err := d.takeRequestsLocked(); err != nil {
+		return nil, err, true
+	}
+	if d.state.CancelRequested {
+		res, err := d.cancelledLocked()
+		return res, err, true
+	}
+	if dl := d.state.Deadline; !dl.IsZero() && !d.k.now().Before(dl) {
+		res, err := d.deadlineLocked()
+		return res, err, true
+	}
+	err = d.appendLocked(false, &eventlog.DispatchStarted{
+		Dispatch: d.state.Dispatches + 1, Owner: d.lease.Owner, Epoch: d.lease.Epoch,
+	})
+	return nil, err, err != nil
+}
+
+// cancelledLocked ends the execution cancelled (no completion capture
+// precedes execution.cancelled, DESIGN §8½).
+func (d *dispatch) cancelledLocked() (*Result, error) {
+	reason := d.state.CancelReason
+	if err := d.appendLocked(false, &eventlog.ExecutionCancelled{Reason: reason}); err != nil {
+		return nil, err
+	}
+	return nil, &CancelledError{ID: d.id, Reason: reason}
+}
+
+// deadlineLocked fails the execution with Code deadline.
+func (d *dispatch) deadlineLocked() (*Result, error) {
+	msg := fmt.Sprintf("deadline %s passed", d.state.Deadline.Format(time.RFC3339Nano))
+	fail := &ExecutionError{ID: d.id, Code: eventlog.FailDeadline, Message: msg, cause: context.DeadlineExceeded}
+	if err := d.appendLocked(false, &eventlog.ExecutionFailed{Error: msg, Code: eventlog.FailDeadline}); err != nil {
+		return nil, err
+	}
+	return nil, fail
+}
+
+// requestPoll is how often a running dispatch looks in its inbox: a cancel
+// reaches the handler's context within it (DESIGN §8½ asks 100 ms).
+const requestPoll = 40 * time.Millisecond
+
+// watchRequests takes the inbox's requests while the handler runs and stops
+// the handler when one of them cancels the execution. It returns the
+// function that ends the watch.
+func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
+	if _, ok := d.k.log.(eventlog.Inbox); !ok {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(requestPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			d.mu.Lock()
+			if !d.ended {
+				_ = d.takeRequestsLocked() // a failure makes the dispatch dead
+			}
+			cancelled, reason, dead := d.state.CancelRequested, d.state.CancelReason, d.dead
+			d.mu.Unlock()
+			switch {
+			case cancelled:
+				stop(&CancelledError{ID: d.id, Reason: reason})
+				return
+			case dead != nil:
+				stop(dead)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
 
 // endCalls ends the handler's part of the dispatch: a call made from now on
@@ -386,7 +532,7 @@ func (d *dispatch) resolveIndeterminate(stepID string, c call) error {
 // live runs c's body: step.started, the body, then its terminal event and
 // any capture that is due, in one append.
 func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c call) ([]byte, error) {
-	if c.kind != eventlog.StepLLM && d.hasResources() {
+	if (c.kind == eventlog.StepTool || c.kind == eventlog.StepLocal) && d.hasResources() {
 		d.bodyMu.Lock()
 		defer d.bodyMu.Unlock()
 	}

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -101,6 +102,8 @@ func recordedFailure(id eventlog.ID, code eventlog.FailureCode, msg string) *Exe
 		e.cause = driver.ErrCheckpointUnavailable
 	case eventlog.FailResourceMismatch:
 		e.cause = ErrResourceMismatch
+	case eventlog.FailDeadline:
+		e.cause = context.DeadlineExceeded
 	}
 	return e
 }

@@ -34,6 +34,10 @@ type Kernel struct {
 	leaseTTL time.Duration
 	logger   *slog.Logger // WithLogger; discards by default
 
+	// wake is signalled (without blocking) when work may be waiting for
+	// Serve: a Start, a Cancel, an ended Run.
+	wake chan struct{}
+
 	mu struct {
 		sync.Mutex
 		agents  map[string]registered
@@ -133,6 +137,7 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 	k := &Kernel{log: log, now: time.Now, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL,
 		logger: slog.New(slog.DiscardHandler)}
 	k.mu.agents = make(map[string]registered)
+	k.wake = make(chan struct{}, 1)
 	k.mu.running = make(map[eventlog.ID]bool)
 	for _, opt := range opts {
 		if err := opt(k); err != nil {
@@ -175,7 +180,7 @@ func (r *Result) Decode(out any) error {
 // cancelled (the execution stays resumable). Running a finished execution
 // returns its recorded outcome and runs nothing.
 func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
-	ctx, release, err := k.own(ctx, id)
+	ctx, lease, release, err := k.own(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -185,11 +190,14 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.lease = lease
 	switch d.state.Status {
 	case replay.StatusCompleted:
 		return &Result{ID: id, Output: d.state.Output}, nil
 	case replay.StatusFailed:
 		return nil, recordedFailure(id, d.state.Code, d.state.Error)
+	case replay.StatusCancelled:
+		return nil, &CancelledError{ID: id, Reason: d.state.CancelReason}
 	}
 	h, ok := k.handler(d.state.Agent)
 	if !ok {
@@ -198,6 +206,14 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 	res, err := d.run(ctx, h)
 	k.logEnd(d, err)
 	return res, err
+}
+
+// notify wakes Serve, if it sleeps.
+func (k *Kernel) notify() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
 }
 
 // logEnd logs how a dispatch ended.
@@ -220,16 +236,16 @@ func (k *Kernel) logEnd(d *dispatch, err error) {
 // lease's epoch, so every append of the dispatch is fenced, and is
 // cancelled, with a cause wrapping eventlog.ErrLeaseLost, if a renewal
 // finds the lease taken over. release ends the ownership.
-func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, func(), error) {
+func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, eventlog.Lease, func(), error) {
 	leaser, ok := k.log.(eventlog.Leaser)
 	if !ok {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		if k.mu.running[id] {
-			return nil, nil, fmt.Errorf("%w: %s", ErrBusy, id)
+			return nil, eventlog.Lease{}, nil, fmt.Errorf("%w: %s", ErrBusy, id)
 		}
 		k.mu.running[id] = true
-		return ctx, func() {
+		return ctx, eventlog.Lease{}, func() {
 			k.mu.Lock()
 			delete(k.mu.running, id)
 			k.mu.Unlock()
@@ -237,11 +253,12 @@ func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, func
 	}
 	lease, err := leaser.Claim(ctx, id, k.owner, k.leaseTTL)
 	if errors.Is(err, eventlog.ErrLeaseHeld) {
-		return nil, nil, fmt.Errorf("%w: %w", ErrBusy, err)
+		return nil, eventlog.Lease{}, nil, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, eventlog.Lease{}, nil, err
 	}
+	claimed := lease
 	lctx, cancel := context.WithCancelCause(eventlog.WithEpoch(ctx, lease.Epoch))
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -269,11 +286,12 @@ func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, func
 			}
 		}
 	}()
-	return lctx, func() {
+	return lctx, claimed, func() {
 		close(stop)
 		<-done
 		cancel(nil)
 		_ = leaser.Release(context.WithoutCancel(ctx), lease)
+		k.notify() // a Serve may run what this owner leaves behind
 	}, nil
 }
 

@@ -1,0 +1,166 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+)
+
+// ServeOption configures Serve.
+type ServeOption func(*serveOptions) error
+
+type serveOptions struct {
+	concurrency int
+	poll        time.Duration
+}
+
+// Concurrency lets Serve run up to n executions at once (default 8).
+func Concurrency(n int) ServeOption {
+	return func(o *serveOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: concurrency %d; it must be at least 1", ErrInvalid, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// PollEvery sets how often Serve looks for runnable executions that no
+// signal of this kernel announced — started by another kernel on the
+// store, or waiting for a wake time (default 250 ms).
+func PollEvery(d time.Duration) ServeOption {
+	return func(o *serveOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: poll interval %v; it must be positive", ErrInvalid, d)
+		}
+		o.poll = d
+		return nil
+	}
+}
+
+// Serve runs, until ctx ends, every runnable execution of the agents
+// registered in this kernel (DESIGN §9): pending ones, interrupted ones
+// (running with no live owner — after a crash, all of them), and waiting
+// ones whose wake time has passed. It keeps picking up new ones as they are
+// started. Each is run by Run, so another kernel's live lease keeps it out.
+// This is how a runtime recovers after a crash: Open, Register, Serve.
+//
+// Serve returns when ctx ends, after the runs it started have returned
+// (their dispatches stop with ctx and the executions stay resumable); the
+// error is ctx's unless a listing of the store failed. A run's own failure
+// is the execution's, recorded in the log, not Serve's.
+func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
+	o := serveOptions{concurrency: 8, poll: 250 * time.Millisecond}
+	for _, opt := range opts {
+		if opt == nil {
+			return fmt.Errorf("%w: nil serve option", ErrInvalid)
+		}
+		if err := opt(&o); err != nil {
+			return err
+		}
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		running = map[eventlog.ID]bool{}
+		slots   = make(chan struct{}, o.concurrency)
+	)
+	defer wg.Wait()
+	t := time.NewTicker(o.poll)
+	defer t.Stop()
+	for {
+		ids, err := k.runnable(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("sdk: serve: %w", err)
+		}
+		for _, id := range ids {
+			mu.Lock()
+			busy := running[id]
+			mu.Unlock()
+			if busy {
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			mu.Lock()
+			running[id] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() {
+					mu.Lock()
+					delete(running, id)
+					mu.Unlock()
+					<-slots
+					k.notify()
+				}()
+				_, err := k.Run(ctx, id)
+				if err != nil && !errors.Is(err, ErrBusy) && ctx.Err() == nil {
+					k.logger.Debug("forkline: serve: run ended with an error", "execution", id.String(), "error", err)
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-k.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// runnable lists the executions Serve should run now: of a registered
+// agent; pending; running with no live owner; or waiting with a wake time
+// that has passed, or with requests in the inbox.
+func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
+	infos, err := k.List(ctx, Filter{Status: []eventlog.Status{
+		eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
+	if err != nil {
+		return nil, err
+	}
+	leaser, _ := k.log.(eventlog.Leaser)
+	inbox, _ := k.log.(eventlog.Inbox)
+	now := k.now()
+	var out []eventlog.ID
+	for _, info := range infos {
+		if _, ok := k.handler(info.Agent); !ok {
+			continue
+		}
+		if leaser != nil {
+			if _, held, err := leaser.Holder(ctx, info.ID); err != nil {
+				return nil, err
+			} else if held {
+				continue
+			}
+		}
+		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
+			reqs, err := requestsOf(ctx, inbox, info.ID)
+			if err != nil {
+				return nil, err
+			}
+			if len(reqs) == 0 {
+				continue
+			}
+		}
+		out = append(out, info.ID)
+	}
+	return out, nil
+}
+
+func requestsOf(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID) ([]eventlog.Request, error) {
+	if inbox == nil {
+		return nil, nil
+	}
+	return inbox.Requests(ctx, id)
+}
