@@ -12,28 +12,36 @@ import (
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/sdk"
 )
 
 // listing is one execution in ls, tree and the timeline's forks.
 type listing struct {
-	ID      string     `json:"id"`
-	Agent   string     `json:"agent"`
-	Parent  string     `json:"parent,omitempty"`
-	ForkSeq uint64     `json:"fork_seq,omitempty"`
-	Head    uint64     `json:"head"`
-	Status  string     `json:"status"`
-	Created time.Time  `json:"created"`
-	Forks   []*listing `json:"forks,omitempty"` // tree only
+	ID       string     `json:"id"`
+	Agent    string     `json:"agent"`
+	Parent   string     `json:"parent,omitempty"`
+	ForkSeq  uint64     `json:"fork_seq,omitempty"`
+	Caller   string     `json:"caller,omitempty"` // the parent of a child execution
+	Head     uint64     `json:"head"`
+	Status   string     `json:"status"`
+	Created  time.Time  `json:"created"`
+	Forks    []*listing `json:"forks,omitempty"`    // tree only
+	Children []*listing `json:"children,omitempty"` // tree only: executions it started with Agent.Call
 
 	info eventlog.Info
 }
 
 // listAll describes every execution, in creation order.
 func listAll(e *env, log eventlog.Log) ([]*listing, error) {
+	return listSome(e, log, eventlog.Filter{})
+}
+
+// listSome describes the executions f selects, in creation order.
+func listSome(e *env, log eventlog.Log, f eventlog.Filter) ([]*listing, error) {
 	var out []*listing
 	p := newProgress(e, "listing", "executions")
 	defer p.done()
-	for info, err := range log.List(e.ctx, eventlog.Filter{}) {
+	for info, err := range log.List(e.ctx, f) {
 		if err != nil {
 			return nil, fmt.Errorf("list executions: %w", err)
 		}
@@ -44,6 +52,9 @@ func listAll(e *env, log eventlog.Log) ([]*listing, error) {
 			Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), info: info}
 		if !info.Parent.IsZero() {
 			l.Parent = info.Parent.String()
+		}
+		if !info.Caller.IsZero() {
+			l.Caller = info.Caller.String()
 		}
 		out = append(out, l)
 	}
@@ -62,9 +73,30 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
-func cmdLs(e *env) error {
+// parseFilter makes ls's filter from its flags: statuses separated by
+// commas, and an agent.
+func parseFilter(statuses, agent string) (eventlog.Filter, error) {
+	f := eventlog.Filter{Agent: agent}
+	if statuses == "" {
+		return f, nil
+	}
+	for _, name := range strings.Split(statuses, ",") {
+		st, err := eventlog.ParseStatus(strings.TrimSpace(name))
+		if err != nil {
+			return f, inputErrorf("ls --status: %v", err)
+		}
+		f.Status = append(f.Status, st)
+	}
+	return f, nil
+}
+
+func cmdLs(e *env, statuses, agent string) error {
+	f, err := parseFilter(statuses, agent)
+	if err != nil {
+		return err
+	}
 	return withLog(e, func(s *pebblestore.Store) error {
-		all, err := listAll(e, s)
+		all, err := listSome(e, s, f)
 		if err != nil {
 			return err
 		}
@@ -75,6 +107,10 @@ func cmdLs(e *env) error {
 			return writeJSON(e.stdout, map[string]any{"executions": all})
 		}
 		if len(all) == 0 {
+			if statuses != "" || agent != "" {
+				fmt.Fprintf(e.stdout, "no executions in %s match\n", e.opts.dir)
+				return nil
+			}
 			fmt.Fprintf(e.stdout, "no executions in %s\n", e.opts.dir)
 			return nil
 		}
@@ -103,9 +139,12 @@ func cmdTree(e *env) error {
 		}
 		roots := []*listing{}
 		for _, l := range all {
-			if p := byID[l.Parent]; l.Parent != "" && p != nil {
-				p.Forks = append(p.Forks, l)
-			} else {
+			switch {
+			case l.Parent != "" && byID[l.Parent] != nil:
+				byID[l.Parent].Forks = append(byID[l.Parent].Forks, l)
+			case l.Caller != "" && byID[l.Caller] != nil:
+				byID[l.Caller].Children = append(byID[l.Caller].Children, l)
+			default:
 				roots = append(roots, l)
 			}
 		}
@@ -117,31 +156,36 @@ func cmdTree(e *env) error {
 			return nil
 		}
 		tw := newTable(e.stdout)
+		// Forks hang from their parent; children (Agent.Call) from their
+		// caller, marked "child", so the two relations read apart.
 		fmt.Fprintln(tw, "EXECUTION\tAGENT\tFORK AT\tEVENTS\tSTATUS")
-		var walk func(l *listing, prefix, branch string)
-		walk = func(l *listing, prefix, branch string) {
+		var walk func(l *listing, prefix, branch string, isChild bool)
+		walk = func(l *listing, prefix, branch string, isChild bool) {
 			at := "-"
-			if l.Parent != "" {
+			switch {
+			case l.Parent != "":
 				at = fmt.Sprint(l.ForkSeq)
+			case isChild:
+				at = "child"
 			}
 			fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%d\t%s\n", prefix, branch, l.ID, l.Agent, at, l.Head, l.Status)
-			child := prefix
+			next := prefix
 			switch branch {
-			case "├── ":
-				child += "│   "
-			case "└── ":
-				child += "    "
+			case "├── ", "├─▸ ":
+				next += "│   "
+			case "└── ", "└─▸ ":
+				next += "    "
 			}
-			for i, f := range l.Forks {
-				b := "├── "
-				if i == len(l.Forks)-1 {
-					b = "└── "
-				}
-				walk(f, child, b)
+			kids := len(l.Forks) + len(l.Children)
+			for i, f := range append(append([]*listing{}, l.Forks...), l.Children...) {
+				last := i == kids-1
+				child := i >= len(l.Forks)
+				b := map[[2]bool]string{{false, false}: "├── ", {true, false}: "└── ", {false, true}: "├─▸ ", {true, true}: "└─▸ "}[[2]bool{last, child}]
+				walk(f, next, b, child)
 			}
 		}
 		for _, r := range roots {
-			walk(r, "", "")
+			walk(r, "", "", false)
 		}
 		return tw.Flush()
 	})
@@ -503,4 +547,38 @@ func indentJSON(raw json.RawMessage, indent string) string {
 		return indent + string(raw)
 	}
 	return indent + buf.String()
+}
+
+// cmdCancel cancels an execution (sdk.Kernel.Cancel): a request to its
+// owner, carried out at once when it has none.
+func cmdCancel(e *env, prefix, reason string) error {
+	return withLog(e, func(s *pebblestore.Store) error {
+		info, err := resolve(e, s, prefix)
+		if err != nil {
+			return err
+		}
+		k, err := sdk.New(s)
+		if err != nil {
+			return err
+		}
+		if err := k.Cancel(e.ctx, info.ID, reason); err != nil {
+			return err
+		}
+		after, err := s.Info(e.ctx, info.ID)
+		if err != nil {
+			return err
+		}
+		if e.opts.json {
+			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "status": after.Status.String()})
+		}
+		switch {
+		case info.Status.Terminal():
+			fmt.Fprintf(e.stdout, "%s had already ended (%s): nothing to cancel\n", info.ID, info.Status)
+		case after.Status == eventlog.StatusCancelled:
+			fmt.Fprintf(e.stdout, "%s cancelled\n", info.ID)
+		default:
+			fmt.Fprintf(e.stdout, "%s: cancel requested; its owner carries it out\n", info.ID)
+		}
+		return nil
+	})
 }

@@ -33,8 +33,13 @@ Usage:
 Commands:
   demo [--task TEXT]        run the coder agent, fork it at a covered and an
                             uncovered event, run both forks, compare workspaces
-  ls                        list executions
-  tree                      the fork lineage of every execution
+  ls [--status S,…] [--agent A]
+                            list executions (statuses: pending, running,
+                            waiting, completed, failed, cancelled)
+  tree                      the fork lineage of every execution, and the
+                            children each started (marked child, ─▸)
+  cancel <id> [--reason R]  cancel an execution: at once when nobody runs it,
+                            else by its owner within 100 ms
   events <id>               the events of an execution's lineage
   coverage <id> [seq]       each event's coverage, or what a fork at seq restores
   show <id> <seq>           one event, its payload decoded
@@ -103,11 +108,17 @@ type command struct {
 func commands() []*command {
 	var demoTask string
 	var htmlFile string
+	var lsStatus, lsAgent, cancelReason string
 	return []*command{
 		{name: "demo", short: "run the coder agent, fork it twice, compare workspaces",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&demoTask, "task", defaultTask, "the coder agent's task") },
 			run:   func(e *env, _ []string) error { return cmdDemo(e, demoTask) }},
-		{name: "ls", short: "list executions", run: func(e *env, _ []string) error { return cmdLs(e) }},
+		{name: "ls", short: "list executions",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&lsStatus, "status", "", "only these statuses, separated by commas")
+				fs.StringVar(&lsAgent, "agent", "", "only this agent's executions")
+			},
+			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent) }},
 		{name: "tree", short: "the fork lineage of every execution", run: func(e *env, _ []string) error { return cmdTree(e) }},
 		{name: "events", args: "<id>", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdEvents(e, pos[0]) }},
@@ -117,6 +128,11 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdShow(e, pos[0], pos[1]) }},
 		{name: "fork", args: "<id> <seq>", short: "create a fork at an event (it does not run it)", minPos: 2, maxPos: 2,
 			run: func(e *env, pos []string) error { return cmdFork(e, pos[0], pos[1]) }},
+		{name: "cancel", args: "<id>", short: "cancel an execution (a request its owner carries out)", minPos: 1, maxPos: 1,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&cancelReason, "reason", "cancelled from the command line", "the reason recorded")
+			},
+			run: func(e *env, pos []string) error { return cmdCancel(e, pos[0], cancelReason) }},
 		{name: "run", args: "<id>", short: "run an execution of the demo's coder agent", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdRun(e, pos[0]) }},
 		{name: "timeline", args: "<id> --html FILE", short: "write the lineage as a self-contained HTML page", minPos: 1, maxPos: 1,
