@@ -2,10 +2,12 @@ package sdk_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/forkline/forkline/driver/dirfs"
+	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -153,4 +155,76 @@ func ExampleKernel_Fork() {
 	// Output:
 	// covered at 7: true
 	// fork's workspace: [note0.txt note1.txt]
+}
+
+// ExampleKernel_Serve is how a runtime starts work and recovers it after a
+// crash: Open, Register, Serve. The first process starts three executions
+// and dies in the middle of the first (its dispatch is cut off after one
+// step); the second opens the same log, registers the same agent and
+// serves: every execution ends, the interrupted one resuming from its
+// recorded step.
+func ExampleKernel_Serve() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "forkline-serve-")
+	defer os.RemoveAll(dir)
+
+	register := func(k *sdk.Kernel) *sdk.Agent[string, string] {
+		greet, _ := sdk.Register(k, "greet", func(ctx context.Context, name string) (string, error) {
+			hello, err := sdk.Step(ctx, "hello", func(context.Context) (string, error) { return "hello " + name, nil })
+			if err != nil {
+				return "", err
+			}
+			if name == "ada" && crashNow(ctx) {
+				return "", ctx.Err() // the process "dies" here, after one recorded step
+			}
+			return sdk.Step(ctx, "shout", func(context.Context) (string, error) { return hello + "!", nil })
+		})
+		return greet
+	}
+
+	// The first process.
+	k, _ := sdk.Open(dir)
+	greet := register(k)
+	var ids []eventlog.ID
+	for _, name := range []string{"ada", "grace", "barbara"} {
+		id, _ := greet.Start(ctx, name, sdk.WithKey("greet-"+name))
+		ids = append(ids, id)
+	}
+	runCtx, die := context.WithCancel(ctx)
+	crashing = die
+	_, err := greet.Run(runCtx, ids[0])
+	fmt.Println("first process:", errors.Is(err, context.Canceled))
+	_ = k.Close()
+
+	// The second process: Open, Register, Serve.
+	k, _ = sdk.Open(dir)
+	defer k.Close()
+	greet = register(k)
+	serveCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- k.Serve(serveCtx) }()
+	for _, id := range ids {
+		out, err := greet.Wait(ctx, id)
+		fmt.Println(out, err)
+	}
+	stop()
+	<-done
+	// Output:
+	// first process: true
+	// hello ada! <nil>
+	// hello grace! <nil>
+	// hello barbara! <nil>
+}
+
+// crashing, when set, is called once by crashNow: ExampleKernel_Serve's
+// stand-in for a process dying.
+var crashing context.CancelFunc
+
+func crashNow(ctx context.Context) bool {
+	if crashing == nil {
+		return false
+	}
+	crashing()
+	crashing = nil
+	return true
 }
