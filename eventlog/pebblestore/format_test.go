@@ -64,6 +64,8 @@ func TestFormatPinned(t *testing.T) {
 			{"header", headerKey(pinID), cat([]byte{'x'}, pinID[:])},
 			{"state", stateKey(pinID), cat([]byte{'s'}, pinID[:])},
 			{"idempotency key", idemKey("order-7"), cat([]byte{'k'}, []byte("order-7"))},
+			{"request", requestKey(pinID, 0x0102030405060708), cat([]byte{'q'}, pinID[:], []byte{1, 2, 3, 4, 5, 6, 7, 8})},
+			{"inbox prefix", executionPrefix(tagInbox, pinID), cat([]byte{'q'}, pinID[:])},
 			{"event", eventKey(pinID, 0x0102030405060708), cat([]byte{'e'}, pinID[:], []byte{1, 2, 3, 4, 5, 6, 7, 8})},
 			{"index", indexKey(pinID, "workspace", 300), cat([]byte{'i'}, pinID[:], []byte{0, 9}, []byte("workspace"), be64(300))},
 			{"index prefix", indexPrefix(pinID, "w"), cat([]byte{'i'}, pinID[:], []byte{0, 1, 'w'})},
@@ -88,7 +90,13 @@ func TestFormatPinned(t *testing.T) {
 			indexKey(pinID, "b", 2),
 			indexKey(pinID, "ab", 7), // longer keys after shorter ones: the length comes first
 			indexKey(pinID, "a\xff", 0),
+			idemKey(""),
+			idemKey("\xff\xff"),
 			metaFormatKey,
+			requestKey(pinParent, math.MaxUint64),
+			requestKey(pinID, 1),
+			requestKey(pinID, 256),
+			requestKey(pinID, 1<<40),
 			stateKey(pinParent),
 			stateKey(pinID),
 			headerKey(pinParent),
@@ -125,7 +133,8 @@ func TestFormatPinned(t *testing.T) {
 				"RefAt uint64 ref_at,omitempty", "RefGeneration uint64 ref_generation,omitempty"},
 			reflect.TypeFor[stateValue](): {"Head uint64 head", "Status uint8 status", "Updated time.Time updated,omitempty",
 				"WakeAt time.Time wake_at,omitempty", "Deadline time.Time deadline,omitempty",
-				"Dispatched bool dispatched,omitempty", "Parked bool parked,omitempty", "Approvals []string approvals,omitempty"},
+				"Dispatched bool dispatched,omitempty", "Parked bool parked,omitempty", "Approvals []string approvals,omitempty",
+				"Requests uint64 requests,omitempty"},
 		} {
 			var got []string
 			for f := range typ.Fields() {
@@ -143,7 +152,7 @@ func TestFormatPinned(t *testing.T) {
 			{&header{Agent: "a"}, []string{"agent", "created", "parent"}},
 			{goldenIndexValue(), []string{"bound", "coverage_reuse", "generation", "in_flight", "ref", "ref_at", "ref_generation"}},
 			{&indexValue{}, []string{"bound", "generation"}},
-			{goldenStateValue(), []string{"approvals", "deadline", "dispatched", "head", "parked", "status", "updated", "wake_at"}},
+			{goldenStateValue(), []string{"approvals", "deadline", "dispatched", "head", "parked", "requests", "status", "updated", "wake_at"}},
 			{&stateValue{}, []string{"head", "status"}},
 		} {
 			v, err := encodeValue(c.v)
@@ -176,17 +185,22 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sv, err := encodeStateValue(goldenStatus())
+		sv, err := encodeStateValue(goldenStatus(), goldenRequests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rq, err := eventlog.AppendRecord(nil, goldenRequest())
 		if err != nil {
 			t.Fatal(err)
 		}
 		var b strings.Builder
-		b.WriteString("# The exact bytes of one header, one index value and one state value\n# (format_test.go).\n")
+		b.WriteString("# The exact bytes of one header, one index value, one state value and one\n# inbox request (format_test.go).\n")
 		b.WriteString("# Any change here is a change to the store format: bump storeFormat.\n")
 		b.WriteString("# Regenerate with: go test ./eventlog/pebblestore -run TestFormatPinned -rewrite\n")
 		fmt.Fprintf(&b, "header %s\n", hex.EncodeToString(h))
 		fmt.Fprintf(&b, "index %s\n", hex.EncodeToString(iv))
 		fmt.Fprintf(&b, "state %s\n", hex.EncodeToString(sv))
+		fmt.Fprintf(&b, "request %s\n", hex.EncodeToString(rq))
 		path := filepath.Join("testdata", "values.golden")
 		if *rewrite {
 			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -204,8 +218,11 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil || cmp.Diff(st, back) != "" {
 			t.Errorf("index value round trip: %v\n%s", err, cmp.Diff(st, back))
 		}
-		if back, err := decodeStateValue(sv); err != nil || cmp.Diff(goldenStatus(), back) != "" {
-			t.Errorf("state value round trip: %v\n%s", err, cmp.Diff(goldenStatus(), back))
+		if back, requests, err := decodeStateValue(sv); err != nil || cmp.Diff(goldenStatus(), back) != "" || requests != goldenRequests {
+			t.Errorf("state value round trip: %v, requests %d\n%s", err, requests, cmp.Diff(goldenStatus(), back))
+		}
+		if back, err := eventlog.DecodeRecord(3, rq); err != nil || cmp.Diff(goldenRequest().Data, back.Data) != "" || !back.Time.Equal(goldenRequest().Time) {
+			t.Errorf("request round trip: %v\n%s", err, cmp.Diff(goldenRequest().Data, back.Data))
 		}
 		var hb header
 		if err := decodeValue(h, &hb); err != nil || hb != (header{Agent: "coder", Parent: pinParent, At: 17, Created: 1767225600123456789}) {
@@ -222,10 +239,18 @@ func goldenStatus() eventlog.StatusState {
 		Dispatched: true, Parked: true, Approvals: []string{"s1", "s2"}}
 }
 
+const goldenRequests = 9
+
 func goldenStateValue() *stateValue {
 	st := goldenStatus()
 	return &stateValue{Head: st.Head, Status: uint8(st.Status), Updated: st.Updated, WakeAt: st.WakeAt,
-		Deadline: st.Deadline, Dispatched: true, Parked: true, Approvals: st.Approvals}
+		Deadline: st.Deadline, Dispatched: true, Parked: true, Approvals: st.Approvals, Requests: goldenRequests}
+}
+
+// goldenRequest is the value of an inbox request as Request writes it.
+func goldenRequest() eventlog.Event {
+	return eventlog.Event{Time: time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC),
+		Data: &eventlog.CancelRequested{Reason: "user", By: "ops"}}
 }
 
 func goldenIndexValue() *indexValue {

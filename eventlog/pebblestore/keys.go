@@ -18,6 +18,8 @@ import (
 //	                                     of resource key after event seq
 //	'k' key                              idempotency key (execution.created Key,
 //	                                     store format 2) → id[16]
+//	'q' id[16] n[8]                      inbox request n (store format 2): its time
+//	                                     and payload as an eventlog.AppendRecord
 //
 // Integers are big-endian so that byte order is numeric order. An
 // execution's events and index entries are contiguous and ordered by seq, so
@@ -30,6 +32,7 @@ const (
 	tagIndex  = 'i'
 	tagState  = 's'
 	tagKey    = 'k'
+	tagInbox  = 'q'
 )
 
 var metaFormatKey = []byte{tagMeta, 'f', 'o', 'r', 'm', 'a', 't'}
@@ -39,6 +42,14 @@ func idemKey(key string) []byte {
 	k := make([]byte, 0, 1+len(key))
 	k = append(k, tagKey)
 	return append(k, key...)
+}
+
+// requestKey is the key of request n of execution id's inbox.
+func requestKey(id eventlog.ID, n uint64) []byte {
+	k := make([]byte, 0, 25)
+	k = append(k, tagInbox)
+	k = append(k, id[:]...)
+	return binary.BigEndian.AppendUint64(k, n)
 }
 
 func headerKey(id eventlog.ID) []byte {

@@ -68,7 +68,10 @@ type Store struct {
 	keyMu sync.Mutex
 }
 
-var _ eventlog.IndexedLog = (*Store)(nil)
+var (
+	_ eventlog.IndexedLog = (*Store)(nil)
+	_ eventlog.Inbox      = (*Store)(nil)
+)
 
 // execution is the cached, in-process state of one execution. Its header and
 // lineage never change; head and index are those of the newest append.
@@ -84,6 +87,7 @@ type execution struct {
 		status eventlog.StatusState // as of head
 		index  *eventlog.IndexState // nil until an append needs it
 		lease  eventlog.LeaseState  // in memory: see lease.go
+		inbox  inbox                // see inbox.go
 	}
 }
 
@@ -218,7 +222,7 @@ func (s *Store) migrateFormat1() error {
 		if !ok {
 			continue
 		}
-		v, err := encodeStateValue(st)
+		v, err := encodeStateValue(st, 0)
 		if err != nil {
 			return fmt.Errorf("pebblestore: migrate to store format %d: %w", storeFormat, err)
 		}
@@ -329,7 +333,7 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	}
 	var st eventlog.StatusState
 	st.Apply(ev)
-	sv, err := encodeStateValue(st)
+	sv, err := encodeStateValue(st, 0)
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode state: %w", err)
 	}
@@ -470,7 +474,7 @@ func (s *Store) loadLocked(e *execution) error {
 	if err != nil {
 		return fmt.Errorf("pebblestore: execution %s: read state: %w", e.id, err)
 	}
-	st, err := decodeStateValue(v)
+	st, requests, err := decodeStateValue(v)
 	closer.Close()
 	if err != nil {
 		return &eventlog.CorruptionError{Execution: e.id, What: "state", Err: err}
@@ -490,6 +494,7 @@ func (s *Store) loadLocked(e *execution) error {
 	}
 	e.mu.head, e.mu.status = st.Head, st
 	e.mu.index = nil
+	e.mu.inbox = inbox{last: requests} // the pending requests are read on first use
 	e.mu.loaded = true
 	return nil
 }
@@ -668,16 +673,19 @@ func (s *Store) listPage(ctx context.Context, f eventlog.Filter, after eventlog.
 
 // Append implements eventlog.Log.
 func (s *Store) Append(ctx context.Context, id eventlog.ID, expectedHead uint64, events ...eventlog.Event) (uint64, error) {
-	return s.append(ctx, id, expectedHead, s.write, events)
+	return s.append(ctx, id, expectedHead, s.write, events, nil)
 }
 
 // AppendUnsynced implements eventlog.Log. Pebble's write-ahead log is
 // ordered, so a later synced commit makes these events durable too.
 func (s *Store) AppendUnsynced(ctx context.Context, id eventlog.ID, expectedHead uint64, events ...eventlog.Event) (uint64, error) {
-	return s.append(ctx, id, expectedHead, pebble.NoSync, events)
+	return s.append(ctx, id, expectedHead, pebble.NoSync, events, nil)
 }
 
-func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64, wo *pebble.WriteOptions, events []eventlog.Event) (uint64, error) {
+// append is Append, AppendUnsynced and Take: it writes events at
+// expectedHead+1… and removes the inbox requests numbered take, in one
+// batch committed with wo, under the execution's lock.
+func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64, wo *pebble.WriteOptions, events []eventlog.Event, take []uint64) (uint64, error) {
 	if len(events) == 0 {
 		return 0, fmt.Errorf("%w: append of no events to %s", eventlog.ErrInvalid, id)
 	}
@@ -733,6 +741,9 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	if err := afterEnd(id, e.mu.status.Status, e.mu.head, events); err != nil {
 		return 0, err
 	}
+	if err := s.checkTakeLocked(e, take); err != nil {
+		return 0, err
+	}
 	index, err := s.indexLocked(e)
 	if err != nil {
 		return 0, err
@@ -757,7 +768,10 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 			_ = b.Set(indexKey(id, st.Key, st.Seq), v, nil)
 		}
 	}
-	sv, err := encodeStateValue(status)
+	for _, n := range take {
+		_ = b.Delete(requestKey(id, n), nil)
+	}
+	sv, err := encodeStateValue(status, e.mu.inbox.last)
 	if err != nil {
 		e.mu.loaded = false
 		return 0, fmt.Errorf("pebblestore: encode state: %w", err)
@@ -769,6 +783,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	}
 	e.mu.head = expectedHead + uint64(len(events))
 	e.mu.status = status
+	e.mu.inbox.remove(take)
 	return e.mu.head, nil
 }
 
@@ -841,7 +856,7 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	}
 	var status eventlog.StatusState // a fork's status is its own: pending
 	status.Apply(ev)
-	sv, err := encodeStateValue(status)
+	sv, err := encodeStateValue(status, 0) // and so is its inbox: empty
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode state: %w", err)
 	}

@@ -43,7 +43,10 @@ type indexValue struct {
 // 2): the seq of its newest event, which a read checks against the event
 // keys, and the eventlog.StatusState after that event. It is rewritten in
 // the batch of every event of the execution's own, so Info and List read
-// the status without folding the lineage.
+// the status without folding the lineage. Requests is the number of the
+// newest inbox request made before that batch: the inbox numbers from it
+// on, so a number is never given twice even after Take removed the newest
+// request's key.
 type stateValue struct {
 	Head       uint64    `msgpack:"head"`
 	Status     uint8     `msgpack:"status"`
@@ -53,28 +56,31 @@ type stateValue struct {
 	Dispatched bool      `msgpack:"dispatched,omitempty"`
 	Parked     bool      `msgpack:"parked,omitempty"`
 	Approvals  []string  `msgpack:"approvals,omitempty"`
+	Requests   uint64    `msgpack:"requests,omitempty"`
 }
 
-func encodeStateValue(st eventlog.StatusState) ([]byte, error) {
+// encodeStateValue encodes an execution's state record: st, and requests,
+// the number of its newest inbox request.
+func encodeStateValue(st eventlog.StatusState, requests uint64) ([]byte, error) {
 	return encodeValue(&stateValue{
 		Head: st.Head, Status: uint8(st.Status), Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
-		Dispatched: st.Dispatched, Parked: st.Parked, Approvals: st.Approvals,
+		Dispatched: st.Dispatched, Parked: st.Parked, Approvals: st.Approvals, Requests: requests,
 	})
 }
 
-func decodeStateValue(b []byte) (eventlog.StatusState, error) {
+func decodeStateValue(b []byte) (eventlog.StatusState, uint64, error) {
 	var v stateValue
 	if err := decodeValue(b, &v); err != nil {
-		return eventlog.StatusState{}, err
+		return eventlog.StatusState{}, 0, err
 	}
 	st := eventlog.StatusState{
 		Head: v.Head, Status: eventlog.Status(v.Status), Updated: utc(v.Updated), WakeAt: utc(v.WakeAt),
 		Deadline: utc(v.Deadline), Dispatched: v.Dispatched, Parked: v.Parked, Approvals: v.Approvals,
 	}
 	if st.Head == 0 || !st.Status.Valid() {
-		return eventlog.StatusState{}, fmt.Errorf("state with head %d and status %d", v.Head, v.Status)
+		return eventlog.StatusState{}, 0, fmt.Errorf("state with head %d and status %d", v.Head, v.Status)
 	}
-	return st, nil
+	return st, v.Requests, nil
 }
 
 // utc returns t in UTC (msgpack decodes times in the local zone); the zero
