@@ -8,6 +8,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
+	"github.com/forkline/forkline/sdk"
 	"io"
 	"os"
 	"os/exec"
@@ -620,4 +621,36 @@ func listAll2(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestTreeShowsChildren: tree hangs a child execution (Agent.Call) from
+// its caller, marked child, apart from forks.
+func TestTreeShowsChildren(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	k, err := sdk.Open(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, _ := sdk.Register(k, "helper", func(ctx context.Context, n int) (int, error) { return n + 1, nil })
+	parent, _ := sdk.Register(k, "boss", func(ctx context.Context, n int) (int, error) { return child.Call(ctx, n) })
+	id, _ := parent.Start(ctx, 1)
+	if _, err := parent.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	fork, err := k.Fork(ctx, id, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = k.Close()
+	stdout, stderr, code := runCLI(t, "--dir", dir, "tree")
+	if code != 0 {
+		t.Fatalf("tree: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[1], id.String()) ||
+		!strings.HasPrefix(lines[2], "├── "+fork.String()) || !strings.Contains(lines[3], "└─▸ ") ||
+		!strings.Contains(lines[3], "helper") || !strings.Contains(lines[3], " child ") {
+		t.Fatalf("tree:\n%s", stdout)
+	}
 }
