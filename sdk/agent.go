@@ -62,12 +62,26 @@ func Register[In, Out any](k *Kernel, agent string, h func(context.Context, In) 
 	return &Agent[In, Out]{k: k, name: agent}, nil
 }
 
-// Name returns the agent's name.
-func (a *Agent[In, Out]) Name() string { return a.name }
+// Name returns the agent's name ("" for a nil Agent).
+func (a *Agent[In, Out]) Name() string {
+	if a == nil {
+		return ""
+	}
+	return a.name
+}
+
+// errNilAgent is the error of a method called on a nil *Agent: one whose
+// Register failed.
+func errNilAgent() error {
+	return fmt.Errorf("%w: nil agent (did its Register fail?)", ErrInvalid)
+}
 
 // Start creates an execution of the agent with input in and returns its ID.
 // It does not run it: call Run.
 func (a *Agent[In, Out]) Start(ctx context.Context, in In, opts ...StartOption) (eventlog.ID, error) {
+	if a == nil {
+		return eventlog.ID{}, errNilAgent()
+	}
 	return a.k.Start(ctx, a.name, in, opts...)
 }
 
@@ -75,6 +89,9 @@ func (a *Agent[In, Out]) Start(ctx context.Context, in In, opts ...StartOption) 
 // An execution of another agent is refused with ErrInvalid.
 func (a *Agent[In, Out]) Run(ctx context.Context, id eventlog.ID) (Out, error) {
 	var out Out
+	if a == nil {
+		return out, errNilAgent()
+	}
 	info, err := a.k.log.Info(ctx, id)
 	if err != nil {
 		return out, err
@@ -166,6 +183,9 @@ type childArgs struct {
 // is not built yet.
 func (a *Agent[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	var zero Out
+	if a == nil {
+		return zero, errNilAgent()
+	}
 	d, err := dispatchFrom(ctx)
 	if err != nil {
 		return zero, fmt.Errorf("child %q: %w", a.name, err)

@@ -87,3 +87,41 @@ func TestTypedAgent(t *testing.T) {
 		t.Fatalf("Start with a map that decodes: %v", err)
 	}
 }
+
+// TestAgentMisuse: a nil agent (a failed Register) and a child agent of
+// another kernel are refused with ErrInvalid; nothing is appended.
+func TestAgentMisuse(t *testing.T) {
+	ctx := context.Background()
+	var nilAgent *sdk.Agent[int, int]
+	if _, err := nilAgent.Start(ctx, 1); !errors.Is(err, sdk.ErrInvalid) {
+		t.Fatalf("nil Start = %v", err)
+	}
+	if _, err := nilAgent.Run(ctx, eventlog.ID{}); !errors.Is(err, sdk.ErrInvalid) {
+		t.Fatalf("nil Run = %v", err)
+	}
+	if _, err := nilAgent.Wait(ctx, eventlog.ID{}); !errors.Is(err, sdk.ErrInvalid) {
+		t.Fatalf("nil Wait = %v", err)
+	}
+	other := newKernel(t, newStore(t), func(*sdk.Kernel) {})
+	foreign, _ := sdk.Register(other, "foreign", func(ctx context.Context, n int) (int, error) { return n, nil })
+	var errs []error
+	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+			_, e1 := nilAgent.Call(ctx, 1)
+			_, e2 := foreign.Call(ctx, 1)
+			errs = append(errs, e1, e2)
+			return none{}, nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range errs {
+		if !errors.Is(e, sdk.ErrInvalid) {
+			t.Fatalf("Call = %v, want ErrInvalid", e)
+		}
+	}
+	if got := describeAll(events(t, k, id)); len(got) != 3 {
+		t.Fatalf("events %v: the refused calls appended", got)
+	}
+}

@@ -219,6 +219,9 @@ func (k *Kernel) outcome(ctx context.Context, id eventlog.ID, head uint64) (*Res
 // output.
 func (a *Agent[In, Out]) Wait(ctx context.Context, id eventlog.ID) (Out, error) {
 	var out Out
+	if a == nil {
+		return out, errNilAgent()
+	}
 	res, err := a.k.Wait(ctx, id)
 	if err != nil {
 		return out, err
