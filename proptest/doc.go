@@ -46,8 +46,11 @@
 //     kernel cannot capture a resource it has not created);
 //   - completion does not capture a resource a step (an orphan) is still in
 //     flight for;
-//   - a step cancelled in one dispatch and failed as indeterminate in a later
-//     one counts at both terminal events, as [policy.Counter] counts it.
+//   - a due capture is decided at a step's terminal event by the count after
+//     it, as [policy.Counter] counts (DESIGN §5): each started attempt counts
+//     once, at its first terminal event, so a step cancelled in one dispatch
+//     and failed as indeterminate in a later one counts at the cancellation
+//     only.
 //
 // # The properties
 //
