@@ -24,13 +24,14 @@ version=${GREMLINS_VERSION:-v0.6.0}
 workers=${WORKERS:-1}
 coeff=${TIMEOUT_COEFF:-10}
 
-bin="$(go env GOPATH)/bin/gremlins"
-if ! [ -x "$bin" ] || ! "$bin" --version 2>/dev/null | grep -q -- "${version#v}"; then
-	gobin=$(mktemp -d)
-	echo "== installing gremlins $version"
-	GOBIN="$gobin" go install "github.com/go-gremlins/gremlins/cmd/gremlins@$version"
-	bin="$gobin/gremlins"
-fi
+# Installed into a directory of its own each run (a no-op rebuild when the
+# module is cached): a gremlins built from a module reports its version as
+# "dev", so an installed binary cannot be checked.
+gobin=$(mktemp -d)
+trap 'rm -rf "$gobin"' EXIT
+echo "== installing gremlins $version"
+GOBIN="$gobin" go install "github.com/go-gremlins/gremlins/cmd/gremlins@$version"
+bin="$gobin/gremlins"
 
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then
