@@ -499,3 +499,35 @@ func TestWhichAppendsAreSynced(t *testing.T) {
 		t.Fatalf("appends (-want +got):\n%s", diff)
 	}
 }
+
+// DESIGN §4: a recorded value may be exactly MaxValueSize bytes; one byte
+// more is ErrInvalid and writes nothing.
+func TestMaxValueSizeBoundary(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	k := newKernel(t, store, func(k *sdk.Kernel) {
+		_ = sdk.Register(k, "a", func(ctx context.Context, s string) (int, error) { return len(s), nil })
+	})
+	atLimit := strings.Repeat("a", sdk.MaxValueSize-2) // JSON adds the two quotes
+	id, err := k.Start(ctx, "a", atLimit)
+	if err != nil {
+		t.Fatalf("Start with a %d-byte input: %v", sdk.MaxValueSize, err)
+	}
+	evs := events(t, k, id)
+	if c, ok := evs[0].Data.(*eventlog.ExecutionCreated); !ok || len(c.Input) != sdk.MaxValueSize {
+		t.Fatalf("execution.created holds %d bytes of input, want %d", len(c.Input), sdk.MaxValueSize)
+	}
+	if _, err := k.Start(ctx, "a", atLimit+"a"); !errors.Is(err, sdk.ErrInvalid) || !strings.Contains(err.Error(), "MaxValueSize") {
+		t.Fatalf("Start with a %d-byte input = %v, want ErrInvalid naming MaxValueSize", sdk.MaxValueSize+1, err)
+	}
+	n := 0
+	for _, err := range store.List(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("%d executions in the log after a refused Start, want 1", n)
+	}
+}
