@@ -14,12 +14,16 @@ import (
 // a capture is due. Apply the lineage's events in seq order from seq 1; the
 // zero Counter is not usable, call [NewCounter].
 //
-// A counted call for resource R is a terminal event — step.succeeded,
-// step.failed (an indeterminate failure of an orphan too, and a failed
-// attempt that will be retried, step.failed with RetryAt), step.cancelled
-// or step.abandoned (DESIGN §8½, §15) — of a tool call, local step or child
-// step whose newest step.started lists R among its Resources. LLM calls, denied calls (which have no step.started) and
-// replayed calls (which append nothing) never count.
+// A counted call for resource R is an attempt — one step.started — of a
+// tool call, local step or child step that lists R among its Resources,
+// counted at its first terminal event: step.succeeded, step.failed (an
+// indeterminate failure of an orphan too, and a failed attempt that will be
+// retried, step.failed with RetryAt), step.cancelled or step.abandoned
+// (DESIGN §8½, §15). A later terminal event of the same attempt (the
+// indeterminate step.failed of an at_most_once step that was cancelled in an
+// earlier dispatch, or its step.abandoned) is not counted again. LLM calls,
+// denied calls (which have no step.started) and replayed calls (which append
+// nothing) never count.
 //
 // resource.captured of R and every resource.bound of R reset R's count to
 // 0; resource.capture_failed does not, so the next counted call finds the
@@ -30,7 +34,10 @@ import (
 type Counter struct {
 	// affects holds, for the newest step.started of each StepID, the keys
 	// it counts for: sorted and unique, nil for an LLM call.
-	affects  map[string][]string
+	affects map[string][]string
+	// landed holds the StepIDs whose newest attempt has reached a terminal
+	// event, and so has been counted.
+	landed   map[string]bool
 	counts   map[string]int         // counted calls per key since its reset
 	policies map[string]Checkpoints // recorded policy per key
 }
@@ -39,6 +46,7 @@ type Counter struct {
 func NewCounter() *Counter {
 	return &Counter{
 		affects:  make(map[string][]string),
+		landed:   make(map[string]bool),
 		counts:   make(map[string]int),
 		policies: make(map[string]Checkpoints),
 	}
@@ -64,6 +72,7 @@ func (c *Counter) Apply(ev eventlog.Event) error {
 			keys = slices.Compact(slices.Sorted(slices.Values(p.Resources)))
 		}
 		c.affects[p.StepID] = keys
+		delete(c.landed, p.StepID)
 	case *eventlog.StepSucceeded:
 		return c.land(ev, p.StepID, false)
 	case *eventlog.StepFailed:
@@ -81,20 +90,31 @@ func (c *Counter) Apply(ev eventlog.Event) error {
 	return nil
 }
 
-// land counts the terminal event ev of step stepID.
+// land counts the terminal event ev of step stepID if it is the first one
+// of the step's newest attempt.
 func (c *Counter) land(ev eventlog.Event, stepID string, indeterminate bool) error {
-	keys, ok := c.affects[stepID]
-	if !ok {
+	if _, ok := c.affects[stepID]; !ok {
 		if indeterminate {
 			return nil
 		}
 		return fmt.Errorf("policy: seq %d: %s of step %q, which has no step.started: %w",
 			ev.Seq, ev.Kind(), stepID, eventlog.ErrInvalid)
 	}
-	for _, k := range keys {
+	for _, k := range c.counting(stepID) {
 		c.counts[k]++
 	}
+	c.landed[stepID] = true
 	return nil
+}
+
+// counting returns the keys that a terminal event of step stepID counts
+// for now: those of its newest step.started, or none if that attempt has
+// already landed (or stepID never started, or is an LLM call).
+func (c *Counter) counting(stepID string) []string {
+	if c.landed[stepID] {
+		return nil
+	}
+	return c.affects[stepID]
 }
 
 // Count returns the number of counted calls for key since its last
@@ -104,9 +124,29 @@ func (c *Counter) Count(key string) int { return c.counts[key] }
 
 // Due reports whether a capture of key is due: key is bound and Count(key)
 // has reached the EverySteps recorded in key's newest resource.bound.
-func (c *Counter) Due(key string) bool {
+func (c *Counter) Due(key string) bool { return c.due(key, c.counts[key]) }
+
+// DueAfter returns the keys, sorted, for which a capture is due once a
+// terminal event of step stepID is applied — before it is: the keys whose
+// Due would then be true among those the terminal event counts for. It is
+// nil when the event counts for nothing (an LLM call, an attempt that has
+// already landed, a step with no step.started). The SDK asks it to decide
+// which captures to commit with a step's outcome (DESIGN §5).
+func (c *Counter) DueAfter(stepID string) []string {
+	var out []string
+	for _, k := range c.counting(stepID) {
+		if c.due(k, c.counts[k]+1) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// due is the rule of DESIGN §5: a capture of key is due when key is bound
+// and count has reached its recorded EverySteps.
+func (c *Counter) due(key string, count int) bool {
 	p, ok := c.policies[key]
-	return ok && c.counts[key] >= p.EverySteps
+	return ok && count >= p.EverySteps
 }
 
 // Policy returns the checkpoint policy recorded in key's newest

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,10 +95,22 @@ cancelled s1
 dispatch 2
 started s1 tool write affects=ws attempt=2
 succeeded s1`, "ws=2"},
-		{"a cancelled at_most_once step resolved indeterminate counts twice", `
+		{"a cancelled at_most_once step resolved indeterminate counts once", `
 started s1 tool write affects=ws idem=at_most_once
 cancelled s1
 dispatch 2
+failed s1 err=orphan indeterminate`, "ws=1"},
+		{"a second terminal event of one attempt is not counted again", `
+started s1 tool write affects=ws
+succeeded s1
+succeeded s1`, "ws=1"},
+		{"a new attempt after a landed one counts again", `
+started s1 tool write affects=ws
+cancelled s1
+dispatch 2
+started s1 tool write affects=ws attempt=2
+cancelled s1
+dispatch 3
 failed s1 err=orphan indeterminate`, "ws=2"},
 		{"the newest step.started decides what the terminal counts for", `
 started s1 tool write affects=ws
@@ -288,5 +301,80 @@ func TestCounterErrors(t *testing.T) {
 		if err := NewCounter().Apply(ev); err == nil || !errors.Is(err, eventlog.ErrInvalid) {
 			t.Errorf("Apply(%#v) = %v, want ErrInvalid", ev, err)
 		}
+	}
+}
+
+// DESIGN §5: DueAfter says, before a terminal event is applied, which keys
+// Due would report once it is — the rule the SDK commits captures by.
+func TestCounterDueAfter(t *testing.T) {
+	tests := []struct {
+		name   string
+		events string // after prelude (ws every=3) and "bound db every=1"
+		step   string
+		want   string
+	}{
+		{"a started call below the threshold", `
+started s1 tool write affects=ws,db`, "s1", "[db]"},
+		{"the third counted call of ws", `
+started s1 tool write affects=ws
+succeeded s1
+started s2 tool write affects=ws
+failed s2 err=x
+started s3 local build affects=db,ws,ws`, "s3", "[db ws]"},
+		{"an LLM call is never due", `
+started s1 llm api affects=db`, "s1", "[]"},
+		{"an attempt already landed counts nothing more", `
+started s1 tool write affects=db idem=at_most_once
+cancelled s1
+captured db ref=r gen=3 reason=steps
+dispatch 2`, "s1", "[]"},
+		{"a new attempt of a landed step counts", `
+started s1 tool write affects=db
+cancelled s1
+captured db ref=r gen=3 reason=steps
+dispatch 2
+started s1 tool write affects=db attempt=2`, "s1", "[db]"},
+		{"a key that is not bound is never due", `
+started s1 tool write affects=ghost`, "s1", "[]"},
+		{"a failed capture leaves it due at the next call", `
+started s1 tool write affects=db
+succeeded s1
+capture_failed db reason=steps err=x
+started s2 tool write affects=db`, "s2", "[db]"},
+		{"the newest attempt's Resources decide", `
+started s1 tool write affects=db
+dispatch 2
+started s1 tool write attempt=2`, "s1", "[]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fold(t, prelude+"bound db driver=d every=1\n"+strings.TrimPrefix(tc.events, "\n"))
+			before := counts(c, "ws", "db")
+			got := c.DueAfter(tc.step)
+			if fmt.Sprint(got) != tc.want && !(tc.want == "[]" && got == nil) {
+				t.Errorf("DueAfter(%s) = %v, want %s", tc.step, got, tc.want)
+			}
+			if after := counts(c, "ws", "db"); after != before {
+				t.Errorf("DueAfter changed the counts: %s, then %s", before, after)
+			}
+			if tc.want == "[]" && got != nil {
+				t.Errorf("DueAfter(%s) = %#v, want nil", tc.step, got)
+			}
+			// Applying a terminal event of the step makes exactly those of
+			// the keys it counted for due.
+			countBefore := map[string]int{"db": c.Count("db"), "ws": c.Count("ws")}
+			if err := c.Apply(eventlog.Event{Seq: 1000, Data: &eventlog.StepSucceeded{StepID: tc.step}}); err != nil {
+				t.Fatal(err)
+			}
+			var due []string
+			for _, k := range []string{"db", "ws"} {
+				if c.Count(k) != countBefore[k] && c.Due(k) {
+					due = append(due, k)
+				}
+			}
+			if !slices.Equal(due, got) {
+				t.Errorf("after the terminal event, the keys it counted for that are due: %v; DueAfter said %v", due, got)
+			}
+		})
 	}
 }

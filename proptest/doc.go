@@ -49,8 +49,11 @@
 //     kernel cannot capture a resource it has not created);
 //   - completion does not capture a resource a step (an orphan) is still in
 //     flight for;
-//   - a step cancelled in one dispatch and failed as indeterminate in a later
-//     one counts at both terminal events, as [policy.Counter] counts it;
+//   - a due capture is decided at a step's terminal event by the count after
+//     it, as [policy.Counter] counts (DESIGN §5): each started attempt counts
+//     once, at its first terminal event, so a step cancelled in one dispatch
+//     and failed as indeterminate in a later one counts at the cancellation
+//     only;
 //   - a completing dispatch abandons (step.abandoned, DESIGN §15) the
 //     orphans whose attempt never ended, with the steps captures that
 //     makes due, before the completion captures; a step whose attempt
@@ -66,7 +69,17 @@
 // the model level), selections of every fold and of fork.Create (§8.2), the
 // folds against the model and split anywhere (§8.3), captures and counts
 // against the policy (§8.4), forks of forks (§8.5), immutability of written
-// events (§8.7), the store's index against the model. Hand-written
+// events (§8.7), the store's index against the model.
+//
+// sdk_e2e_test.go runs the real SDK: generated programs (tool calls, local
+// steps, LLM calls held in flight while a tool that affects a resource
+// finishes, identical repeated calls, denied affecting calls, at_most_once
+// affecting calls) on a log that records every append and whether it was
+// synced, with dispatches killed at random events and forks at random
+// points. Every lineage the SDK wrote is folded and judged by the same
+// model: its captures and their reasons (§8.4), no capture while a step
+// advancing the resource is in flight, nothing appended for a call whose
+// outcome replays, at_most_once intents synced. Hand-written
 // scenarios pin the model itself, and every failure the properties found
 // is kept as a named regression test.
 //

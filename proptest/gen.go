@@ -205,7 +205,7 @@ func (k *kernelState) land(id string, final bool) {
 	} else {
 		st.cancelled = k.dispatches
 	}
-	if st.started.StepKind != eventlog.StepLLM { // every terminal event counts (see CountedFor)
+	if st.started.StepKind != eventlog.StepLLM && !st.landed { // an attempt counts at its first terminal event (see CountedFor)
 		for _, key := range st.started.Resources {
 			if r := k.res[key]; r != nil {
 				r.count++
@@ -551,8 +551,9 @@ func (w *World) runBody(t *rapid.T, e *Exec, id string) {
 // (DESIGN §5: committed with the outcome, a failure leaves it due).
 func (w *World) land(t *rapid.T, e *Exec, terminal eventlog.Payload, id string) []eventlog.Event {
 	st := e.k.steps[id]
+	counted := !st.landed // an attempt counts at its first terminal event only
 	events := []eventlog.Event{stage(e, terminal)}
-	if st.started.StepKind == eventlog.StepLLM {
+	if st.started.StepKind == eventlog.StepLLM || !counted {
 		return events
 	}
 	keys := slices.Clone(st.started.Resources)
@@ -681,7 +682,8 @@ func (w *World) actResolve(t *rapid.T) {
 
 // resolve is DESIGN §4 for an orphan: safe_to_retry runs it again
 // (Attempt+1), at_most_once fails it as indeterminate without running it,
-// which is a counted call.
+// which is a counted call unless the attempt was cancelled (and counted)
+// before.
 func (w *World) resolve(t *rapid.T, e *Exec, id string) {
 	st := e.k.steps[id].started
 	if st.Idempotency == eventlog.AtMostOnce {

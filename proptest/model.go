@@ -258,15 +258,14 @@ func stepStartedBefore(events []eventlog.Event, id string) *eventlog.StepStarted
 }
 
 // CountedFor returns the keys whose counted call the event at seq n is
-// (DESIGN §5 "Checkpoint policy"): a terminal event of a step whose newest
-// step.started is a tool call, a local step or a child step; the keys are
+// (DESIGN §5 "Checkpoint policy"): the first terminal event after the newest
+// step.started of a tool call, a local step or a child step; the keys are
 // those it affects that are bound. An LLM call or a denial counts for nothing.
 //
-// A step cancelled in one dispatch and failed as indeterminate when a later
-// dispatch reaches it again (DESIGN §4 treats it as an orphan) counts at
-// both terminal events: "failed — an indeterminate orphan too" counts, and
-// the cancellation counted when it happened. This is policy.Counter's
-// reading as well.
+// Each started attempt counts once, at its first terminal event: a step
+// cancelled in one dispatch and failed as indeterminate when a later
+// dispatch reaches it again (DESIGN §4 treats it as an orphan) counted at
+// its cancellation and does not count again at the failure.
 func CountedFor(events []eventlog.Event, n uint64) []string {
 	id, ok := terminalStep(events[n-1])
 	if !ok {
@@ -275,6 +274,9 @@ func CountedFor(events []eventlog.Event, n uint64) []string {
 	st := stepStartedBefore(events[:n-1], id)
 	if st == nil || st.StepKind == eventlog.StepLLM {
 		return nil // an LLM call, or an indeterminate failure of a step this lineage never saw start
+	}
+	if landedBefore(events[:n-1], id) {
+		return nil // this attempt already reached a terminal event
 	}
 	bound := BoundKeys(events[:n])
 	var keys []string
@@ -285,6 +287,21 @@ func CountedFor(events []eventlog.Event, n uint64) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// landedBefore reports whether a terminal event of step id follows its
+// newest step.started among events.
+func landedBefore(events []eventlog.Event, id string) bool {
+	landed := false
+	for _, ev := range events {
+		if p, ok := ev.Data.(*eventlog.StepStarted); ok && p.StepID == id {
+			landed = false
+		}
+		if tid, ok := terminalStep(ev); ok && tid == id {
+			landed = true
+		}
+	}
+	return landed
 }
 
 // CountSince returns the number of counted calls for key among events 1..n

@@ -127,8 +127,9 @@ func TestModelScenarios(t *testing.T) {
 
 // The model's counted calls (DESIGN §5 "Checkpoint policy"): tool calls and
 // local steps that affect the resource and reached a terminal event count,
-// an indeterminate failure of a cancelled step too; LLM calls and denials do
-// not; a capture and a binding reset the count, a failed capture does not.
+// once per attempt (an indeterminate failure of a cancelled step does not
+// count again); LLM calls and denials do not; a capture and a binding reset
+// the count, a failed capture does not.
 func TestModelCountsCalls(t *testing.T) {
 	events := lineage(
 		&eventlog.ExecutionCreated{Agent: "x"},         // 1
@@ -144,10 +145,10 @@ func TestModelCountsCalls(t *testing.T) {
 		started("s5", eventlog.StepTool, "a"),                                                // 11
 		&eventlog.StepCancelled{StepID: "s5"},                                                // 12 count 2: due
 		&eventlog.ResourceCaptureFailed{Key: "a", Reason: eventlog.CaptureSteps, Error: "e"}, // 13 still due
-		&eventlog.StepFailed{StepID: "s5", Error: "e", Indeterminate: true},                  // 14 a later dispatch resolves it: count 3
+		&eventlog.StepFailed{StepID: "s5", Error: "e", Indeterminate: true},                  // 14 a later dispatch resolves it: counted already
 		captured("a", "ck1", 4, eventlog.CaptureCompletion),                                  // 15 reset
 	)
-	want := map[uint64]int{3: 0, 5: 1, 7: 1, 8: 1, 10: 1, 12: 2, 13: 2, 14: 3, 15: 0}
+	want := map[uint64]int{3: 0, 5: 1, 7: 1, 8: 1, 10: 1, 12: 2, 13: 2, 14: 2, 15: 0}
 	for n, count := range want {
 		if got := CountSince(events, n, "a"); got != count {
 			t.Errorf("after seq %d: count %d, want %d", n, got, count)
@@ -221,8 +222,9 @@ func TestForkOfRunningExecutionKnowsItsCapturesAsOfTheFork(t *testing.T) {
 
 // DESIGN §8.4, regression (shrunk by TestPolicyCounterAgreesWithModel): an
 // at_most_once step cancelled in one dispatch and failed as indeterminate
-// when the next dispatch reaches it again (DESIGN §4) counts at both
-// terminal events, in policy.Counter and in the model alike.
+// when the next dispatch reaches it again (DESIGN §4) counts once, at its
+// cancellation (DESIGN §5: each started attempt counts once, at its first
+// terminal event), in policy.Counter and in the model alike.
 func TestCounterCountsCancelledThenIndeterminate(t *testing.T) {
 	amo := func(id string, affects ...string) *eventlog.StepStarted {
 		st := started(id, eventlog.StepLocal, affects...)
@@ -242,7 +244,7 @@ func TestCounterCountsCancelledThenIndeterminate(t *testing.T) {
 		bound("a", "", 1, false),                          // 10
 		captured("a", "ck8", 1, eventlog.CaptureBaseline), // 11
 		&eventlog.StepFailed{StepID: "s5", Error: "indeterminate", Indeterminate: true}, // 12
-		&eventlog.StepFailed{StepID: "s6", Error: "indeterminate", Indeterminate: true}, // 13 count 2
+		&eventlog.StepFailed{StepID: "s6", Error: "indeterminate", Indeterminate: true}, // 13 still count 1
 	)
 	c := policy.NewCounter()
 	for i, ev := range events {
@@ -256,7 +258,7 @@ func TestCounterCountsCancelledThenIndeterminate(t *testing.T) {
 			}
 		}
 	}
-	if got := c.Count("b"); got != 2 {
-		t.Errorf("Count(b) = %d at the end, want 2", got)
+	if got := c.Count("b"); got != 1 {
+		t.Errorf("Count(b) = %d at the end, want 1", got)
 	}
 }

@@ -1,10 +1,13 @@
-package proptest_test
+package proptest
 
-// End-to-end properties of the SDK (DESIGN §8.1, §8.2, §8.6, §8.8): real
-// handlers run random programs of tool calls, local steps and LLM calls over
-// two resources on a real in-memory Pebble log; dispatches are killed at
-// random events and run again; random events of executions and of their
-// forks are forked and the forks run.
+// End-to-end properties of the SDK (DESIGN §8.1, §8.2, §8.4, §8.6, §8.8):
+// real handlers run random programs of tool calls, local steps and LLM calls
+// over two resources on a real in-memory Pebble log — LLM calls running
+// beside affecting tools, identical repeated calls, denied affecting calls,
+// at_most_once affecting calls whose orphans a kill leaves —; dispatches are
+// killed at random events and run again; random events of executions and
+// of their forks are forked and the forks run. Every lineage the SDK wrote
+// is then folded and checked against the model (checkSDKLineage).
 
 import (
 	"context"
@@ -23,6 +26,7 @@ import (
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/internal/testdriver"
+	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/sdk"
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
@@ -30,7 +34,7 @@ import (
 
 // op is one call of a generated program.
 type op struct {
-	Kind string `json:"k"` // write, note, fail, sneak, read, send, ask
+	Kind string `json:"k"` // write, note, fail, sneak, read, send, ask, par, dup, rm, sendres
 	Res  string `json:"r"` // "ws" or "db"
 	Key  string `json:"key"`
 	Val  string `json:"val"`
@@ -52,7 +56,7 @@ func genProgram(t *rapid.T) program {
 		CompletionWS: rapid.Bool().Draw(t, "completion_ws"),
 		ReuseWS:      rapid.Bool().Draw(t, "reuse_ws"),
 	}
-	kinds := []string{"write", "write", "note", "fail", "read", "send", "ask"}
+	kinds := []string{"write", "write", "note", "fail", "read", "send", "ask", "par", "dup", "rm", "sendres"}
 	if !p.ReuseWS {
 		kinds = append(kinds, "sneak") // an undeclared change: sound only without CoverageReuse
 	}
@@ -82,12 +86,50 @@ type world struct {
 	inside     atomic.Int64 // bodies running now
 	overlapped atomic.Bool  // DESIGN §8.8 broken
 	sends      sync.Map     // idempotency key -> *atomic.Int64
+
+	holdMu sync.Mutex
+	holds  map[string]*hold // LLM prompt -> the hold the server keeps it in
+}
+
+// hold keeps an LLM request in the server (in flight) until release is
+// closed; arrived is closed when the request reached the server.
+type hold struct {
+	arrived, release chan struct{}
+	once             sync.Once
+}
+
+// holdLLM makes the server hold the next request with prompt.
+func (w *world) holdLLM(prompt string) *hold {
+	w.holdMu.Lock()
+	defer w.holdMu.Unlock()
+	h := &hold{arrived: make(chan struct{}), release: make(chan struct{})}
+	if w.holds == nil {
+		w.holds = map[string]*hold{}
+	}
+	w.holds[prompt] = h
+	return h
+}
+
+// heldFor returns the hold of the request with body b, if any.
+func (w *world) heldFor(b string) *hold {
+	w.holdMu.Lock()
+	defer w.holdMu.Unlock()
+	for prompt, h := range w.holds {
+		if strings.Contains(b, fmt.Sprintf("%q", prompt)) {
+			return h
+		}
+	}
+	return nil
 }
 
 func newWorld(t *rapid.T) *world {
 	w := &world{ws: testdriver.New(), db: testdriver.New()}
 	w.llm = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
+		if h := w.heldFor(string(b)); h != nil {
+			h.once.Do(func() { close(h.arrived) })
+			<-h.release
+		}
 		_, _ = fmt.Fprintf(rw, `{"echo":%q}`, b)
 	}))
 	return w
@@ -100,6 +142,25 @@ func (w *world) body(f func() (string, error)) (string, error) {
 	defer w.inside.Add(-1)
 	w.bodies.Add(1)
 	return f()
+}
+
+// gate denies every call of the tool "rm".
+func gate(ctx context.Context, c policy.Call) policy.Decision {
+	if c.Target == "rm" {
+		return policy.Decision{Reason: "no rm"}
+	}
+	return policy.Decision{Allow: true}
+}
+
+// kernel returns a kernel on log, as a new process would make it, with
+// the gate and the agent registered.
+func (w *world) kernel(t *rapid.T, log eventlog.IndexedLog) *sdk.Kernel {
+	k, err := sdk.New(log, sdk.WithGate(gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.register(k)
+	return k
 }
 
 func (w *world) register(k *sdk.Kernel) {
@@ -156,7 +217,46 @@ func (w *world) register(k *sdk.Kernel) {
 					})
 				}, sdk.AtMostOnce()).Call(ctx, o)
 			case "ask":
-				res, err = ask(ctx, client, w.llm.URL, i)
+				res, err = ask(ctx, client, w.llm.URL, fmt.Sprintf("turn %d", i))
+			case "par": // an LLM call in flight while a tool that affects a resource finishes
+				prompt := fmt.Sprintf("par %d", i)
+				hold := w.holdLLM(prompt)
+				llm := make(chan string, 1)
+				go func() {
+					r, err := ask(ctx, client, w.llm.URL, prompt)
+					if err != nil {
+						r = "error"
+					}
+					llm <- r
+				}()
+				var answer string
+				select {
+				case <-hold.arrived: // live: its step.started is written, the server holds it
+				case answer = <-llm: // replayed (or its append failed): nothing in flight
+				}
+				res, err = sdk.DefineTool("write", write, sdk.Affects(o.Res)).Call(ctx, o)
+				close(hold.release)
+				if answer == "" {
+					answer = <-llm
+				}
+				res += " | " + answer
+			case "dup": // two identical calls: two steps (occurrences 0 and 1)
+				tool := sdk.DefineTool("write", write, sdk.Affects(o.Res))
+				var a string
+				if a, err = tool.Call(ctx, o); err == nil {
+					res, err = tool.Call(ctx, o)
+					res = a + "," + res
+				}
+			case "rm": // denied by the gate (w.gate): never runs, never counts
+				res, err = sdk.DefineTool("rm", write, sdk.Affects(o.Res)).Call(ctx, o)
+			case "sendres": // at_most_once and affecting: a kill may leave its orphan
+				res, err = sdk.DefineTool("sendres", func(ctx context.Context, o op) (string, error) {
+					return w.body(func() (string, error) {
+						c, _ := w.sends.LoadOrStore(sdk.IdempotencyKey(ctx), new(atomic.Int64))
+						c.(*atomic.Int64).Add(1)
+						return "sent", h.WriteFile(o.Key, []byte(o.Val))
+					})
+				}, sdk.Affects(o.Res), sdk.AtMostOnce()).Call(ctx, o)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -173,9 +273,9 @@ func (w *world) register(k *sdk.Kernel) {
 	})
 }
 
-func ask(ctx context.Context, c *http.Client, url string, i int) (string, error) {
+func ask(ctx context.Context, c *http.Client, url, prompt string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions",
-		strings.NewReader(fmt.Sprintf(`{"model":"m","prompt":"turn %d"}`, i)))
+		strings.NewReader(fmt.Sprintf(`{"model":"m","prompt":%q}`, prompt)))
 	if err != nil {
 		return "", err
 	}
@@ -199,13 +299,21 @@ type recLog struct {
 	handles map[eventlog.ID]map[string]string                       // exec -> key -> own handle id
 	snaps   map[eventlog.ID]map[uint64]map[string]map[string]string // exec -> seq -> key -> files
 	budget  int64                                                   // < 0: unlimited
+	appends map[eventlog.ID][]appendRec                             // exec -> its appends, in order
+}
+
+// appendRec is one append that reached the log.
+type appendRec struct {
+	synced bool
+	events []eventlog.Event
 }
 
 var errKilled = errors.New("proptest: dispatch killed")
 
 func newRecLog(store eventlog.IndexedLog, w *world) *recLog {
 	return &recLog{IndexedLog: store, w: w, budget: -1,
-		handles: map[eventlog.ID]map[string]string{}, snaps: map[eventlog.ID]map[uint64]map[string]map[string]string{}}
+		handles: map[eventlog.ID]map[string]string{}, snaps: map[eventlog.ID]map[uint64]map[string]map[string]string{},
+		appends: map[eventlog.ID][]appendRec{}}
 }
 
 func (l *recLog) record(id eventlog.ID, evs []eventlog.Event, head uint64) error {
@@ -220,9 +328,10 @@ func (l *recLog) record(id eventlog.ID, evs []eventlog.Event, head uint64) error
 	return nil
 }
 
-func (l *recLog) snapshot(id eventlog.ID, evs []eventlog.Event, head uint64) {
+func (l *recLog) snapshot(id eventlog.ID, evs []eventlog.Event, head uint64, synced bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.appends[id] = append(l.appends[id], appendRec{synced: synced, events: evs})
 	for _, ev := range evs {
 		if b, ok := ev.Data.(*eventlog.ResourceBound); ok {
 			var bind testdriver.Binding
@@ -257,7 +366,7 @@ func (l *recLog) Append(ctx context.Context, id eventlog.ID, head uint64, evs ..
 	}
 	n, err := l.IndexedLog.Append(ctx, id, head, evs...)
 	if err == nil {
-		l.snapshot(id, evs, head)
+		l.snapshot(id, evs, head, true)
 	}
 	return n, err
 }
@@ -268,7 +377,7 @@ func (l *recLog) AppendUnsynced(ctx context.Context, id eventlog.ID, head uint64
 	}
 	n, err := l.IndexedLog.AppendUnsynced(ctx, id, head, evs...)
 	if err == nil {
-		l.snapshot(id, evs, head)
+		l.snapshot(id, evs, head, false)
 	}
 	return n, err
 }
@@ -297,7 +406,7 @@ func (l *recLog) stateAt(t *rapid.T, id eventlog.ID, seq uint64, key string) (ma
 	return nil, false
 }
 
-func lineage(t *rapid.T, k *sdk.Kernel, id eventlog.ID) []eventlog.Event {
+func sdkLineage(t *rapid.T, k *sdk.Kernel, id eventlog.ID) []eventlog.Event {
 	var out []eventlog.Event
 	for ev, err := range k.Events(context.Background(), id) {
 		if err != nil {
@@ -329,8 +438,8 @@ func TestKillAndRerunSameOutput(t *testing.T) {
 		defer refW.llm.Close()
 		refStore, _ := pebblestore.Open("")
 		defer refStore.Close()
-		refK, _ := sdk.New(refStore)
-		refW.register(refK)
+		refLog := newRecLog(refStore, refW)
+		refK := refW.kernel(t, refLog)
 		refID, err := refK.Start(ctx, "prog", p)
 		if err != nil {
 			t.Fatal(err)
@@ -340,7 +449,7 @@ func TestKillAndRerunSameOutput(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := decodeOut(t, refRes)
-		total := len(lineage(t, refK, refID))
+		total := len(sdkLineage(t, refK, refID))
 
 		// Killed runs: up to three kills at random events, then a clean run.
 		w := newWorld(t)
@@ -348,8 +457,7 @@ func TestKillAndRerunSameOutput(t *testing.T) {
 		store, _ := pebblestore.Open("")
 		defer store.Close()
 		log := newRecLog(store, w)
-		k, _ := sdk.New(log)
-		w.register(k)
+		k := w.kernel(t, log)
 		id, err := k.Start(ctx, "prog", p)
 		if err != nil {
 			t.Fatal(err)
@@ -359,8 +467,7 @@ func TestKillAndRerunSameOutput(t *testing.T) {
 			log.mu.Lock()
 			log.budget = int64(rapid.IntRange(0, total).Draw(t, fmt.Sprintf("kill%d", i)))
 			log.mu.Unlock()
-			k2, _ := sdk.New(log) // a new process
-			w.register(k2)
+			k2 := w.kernel(t, log) // a new process
 			if _, err := k2.Run(ctx, id); err != nil && !errors.Is(err, errKilled) {
 				t.Fatalf("killed run %d: %v", i, err)
 			}
@@ -368,15 +475,14 @@ func TestKillAndRerunSameOutput(t *testing.T) {
 		log.mu.Lock()
 		log.budget = -1
 		log.mu.Unlock()
-		k3, _ := sdk.New(log)
-		w.register(k3)
+		k3 := w.kernel(t, log)
 		res, err := k3.Run(ctx, id)
 		if err != nil {
 			t.Fatalf("final run: %v", err)
 		}
 		got := decodeOut(t, res)
 		for i := range want {
-			if p.Ops[i].Kind == "send" && got[i] == "indeterminate" {
+			if (p.Ops[i].Kind == "send" || p.Ops[i].Kind == "sendres") && got[i] == "indeterminate" {
 				continue // killed between its intent and its outcome: never run twice, so indeterminate
 			}
 			if got[i] != want[i] {
@@ -389,6 +495,9 @@ func TestKillAndRerunSameOutput(t *testing.T) {
 			}
 			return true
 		})
+		var root eventlog.ID
+		checkSDKLineage(t, refLog, refK, refID, root, 0)
+		checkSDKLineage(t, log, k3, id, root, 0)
 		if w.overlapped.Load() || refW.overlapped.Load() {
 			t.Fatal("two tool or local-step bodies overlapped while resources were bound (DESIGN §8.8)")
 		}
@@ -408,8 +517,7 @@ func TestForksRestoreAndReplay(t *testing.T) {
 		store, _ := pebblestore.Open("")
 		defer store.Close()
 		log := newRecLog(store, w)
-		k, _ := sdk.New(log)
-		w.register(k)
+		k := w.kernel(t, log)
 		root, err := k.Start(ctx, "prog", p)
 		if err != nil {
 			t.Fatal(err)
@@ -417,11 +525,12 @@ func TestForksRestoreAndReplay(t *testing.T) {
 		if _, err := k.Run(ctx, root); err != nil {
 			t.Fatal(err)
 		}
+		checkSDKLineage(t, log, k, root, eventlog.ID{}, 0)
 		execs := []eventlog.ID{root}
 		forks := rapid.IntRange(1, 4).Draw(t, "forks")
 		for i := range forks {
 			src := rapid.SampledFrom(execs).Draw(t, fmt.Sprintf("src%d", i))
-			evs := lineage(t, k, src)
+			evs := sdkLineage(t, k, src)
 			at := uint64(rapid.IntRange(1, len(evs)).Draw(t, fmt.Sprintf("at%d", i)))
 			pt, err := k.Coverage(ctx, src, at)
 			if err != nil {
@@ -431,7 +540,7 @@ func TestForksRestoreAndReplay(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\npoint %+v\n%s", err, pt, indexStates(store, src, at))
 			}
-			fevs := lineage(t, k, fid)
+			fevs := sdkLineage(t, k, fid)
 			fc, ok := fevs[at].Data.(*eventlog.ForkCreated)
 			if !ok {
 				t.Fatalf("event %d of the fork is %s", at+1, fevs[at].Kind())
@@ -482,7 +591,7 @@ func TestForksRestoreAndReplay(t *testing.T) {
 			}
 			ran := w.bodies.Load() - before
 			var live int64
-			for _, ev := range lineage(t, k, fid)[at:] {
+			for _, ev := range sdkLineage(t, k, fid)[at:] {
 				if s, ok := ev.Data.(*eventlog.StepStarted); ok {
 					if terminal[s.StepID] {
 						t.Fatalf("fork at %d ran recorded step %s (%s) again", at, s.StepID, s.Target)
@@ -495,6 +604,7 @@ func TestForksRestoreAndReplay(t *testing.T) {
 			if ran != live {
 				t.Fatalf("fork at %d ran %d bodies but recorded %d live tool/local steps", at, ran, live)
 			}
+			checkSDKLineage(t, log, k, fid, src, at)
 			execs = append(execs, fid)
 		}
 		if w.overlapped.Load() {
@@ -517,4 +627,113 @@ func indexStates(store *pebblestore.Store, id eventlog.ID, at uint64) string {
 		}
 	}
 	return s
+}
+
+// checkSDKLineage folds the lineage the SDK wrote for execution id (a fork
+// of parent at at, or a root when at is 0) and checks its own events
+// against the model:
+//   - captures happen exactly when the policy says, with their reasons
+//     (DESIGN §8.4: checkCapturesFollowPolicy, the generator's judge);
+//   - no capture lands while a step that advances its resource is in
+//     flight (DESIGN §5);
+//   - a dispatch appends nothing for a call whose outcome is recorded, and
+//     nothing but its bindings before its first live call (DESIGN §4);
+//   - an at_most_once intent is synced before its body runs, a
+//     safe_to_retry one rides unsynced, and every other event is synced
+//     (DESIGN §4 "What must be durable when").
+func checkSDKLineage(t *rapid.T, log *recLog, k *sdk.Kernel, id, parent eventlog.ID, at uint64) {
+	evs := sdkLineage(t, k, id)
+	e := &Exec{ID: id, At: at, Lineage: Lineage{ID: id, Events: evs, Effects: make([][]Change, len(evs))}}
+	if at > 0 {
+		e.Parent = &Exec{ID: parent}
+	}
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("%v: %s\n%s", e, fmt.Sprintf(format, args...), dump(e.Lineage))
+	}
+	checkCapturesFollowPolicy(t, e)
+
+	final := map[string]bool{} // steps whose outcome replays
+	note := func(ev eventlog.Event) {
+		switch p := ev.Data.(type) {
+		case *eventlog.StepSucceeded:
+			final[p.StepID] = true
+		case *eventlog.StepFailed:
+			final[p.StepID] = true
+		case *eventlog.StepDenied:
+			final[p.StepID] = true
+		}
+	}
+	for _, ev := range evs[:at] {
+		note(ev)
+	}
+	var recorded map[string]bool // steps whose outcome replayed as the current dispatch began
+	var startedHere map[string]bool
+	for i := int(at); i < len(evs); i++ {
+		ev, n := evs[i], uint64(i+1)
+		if p, ok := ev.Data.(*eventlog.ResourceCaptured); ok {
+			if fl := InFlight(evs[:i], p.Key); len(fl) > 0 {
+				fail("seq %d: capture of %s while %v advancing it are in flight", n, p.Key, fl)
+			}
+		}
+		if _, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			recorded, startedHere = maps.Clone(final), map[string]bool{}
+		}
+		if sid := stepIDOf(ev); sid != "" {
+			if recorded[sid] {
+				fail("seq %d (%s): the dispatch appended an event for step %s, whose recorded outcome replays", n, describe(ev), sid)
+			}
+			if _, ok := ev.Data.(*eventlog.StepStarted); ok {
+				startedHere[sid] = true
+			}
+			if _, ok := terminalStep(ev); ok && !startedHere[sid] {
+				if p, isFailed := ev.Data.(*eventlog.StepFailed); !isFailed || !p.Indeterminate {
+					fail("seq %d (%s): an outcome of step %s, which this dispatch did not run", n, describe(ev), sid)
+				}
+			}
+		}
+		note(ev)
+	}
+
+	// Which appends are synced.
+	log.mu.Lock()
+	appends := log.appends[id]
+	log.mu.Unlock()
+	var seqs int
+	for _, a := range appends {
+		seqs += len(a.events)
+		for _, ev := range a.events {
+			st, ok := ev.Data.(*eventlog.StepStarted)
+			switch {
+			case ok && st.Idempotency == eventlog.AtMostOnce && !a.synced:
+				fail("seq %d: the at_most_once intent %s was appended unsynced", ev.Seq, st.StepID)
+			case ok && st.Idempotency == eventlog.SafeToRetry && (a.synced || len(a.events) != 1):
+				fail("seq %d: the safe_to_retry step.started %s was appended synced=%v with %d events; it rides alone on the next sync", ev.Seq, st.StepID, a.synced, len(a.events))
+			case !ok && !a.synced:
+				fail("seq %d (%s) was appended unsynced", ev.Seq, describe(ev))
+			}
+		}
+	}
+	if own := len(evs) - int(at) - 1; seqs != own {
+		// Every own event but the first (execution.created or fork.created,
+		// written by Create or Fork) went through Append or AppendUnsynced.
+		fail("the log saw %d appended events, the lineage has %d own ones after the first", seqs, own)
+	}
+}
+
+// stepIDOf returns the StepID of a step event, "" for another event.
+func stepIDOf(ev eventlog.Event) string {
+	switch p := ev.Data.(type) {
+	case *eventlog.StepStarted:
+		return p.StepID
+	case *eventlog.StepSucceeded:
+		return p.StepID
+	case *eventlog.StepFailed:
+		return p.StepID
+	case *eventlog.StepCancelled:
+		return p.StepID
+	case *eventlog.StepDenied:
+		return p.StepID
+	}
+	return ""
 }

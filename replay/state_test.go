@@ -2,6 +2,7 @@ package replay
 
 import (
 	"errors"
+	"fmt"
 	"go/build"
 	"iter"
 	"slices"
@@ -227,6 +228,59 @@ func TestImportsOnlyEventlog(t *testing.T) {
 	for _, imp := range pkg.Imports {
 		if strings.HasPrefix(imp, "github.com/forkline/forkline") && imp != "github.com/forkline/forkline/eventlog" {
 			t.Errorf("replay imports %s; it may import only eventlog of forkline's packages", imp)
+		}
+	}
+}
+
+// A step.started of a step already started must continue it: only a
+// started or cancelled step runs again, as the same kind and target, with
+// the next attempt. Anything else is ErrInvalid naming the seq, and the
+// State is unchanged.
+func TestRestartErrors(t *testing.T) {
+	const prefix = "created agent=a\ndispatch 1\n"
+	tests := []struct {
+		events string
+		want   string
+	}{
+		{"started s1 tool t\nsucceeded s1\nstarted s1 tool t attempt=2", "which is already succeeded"},
+		{"started s1 tool t\nfailed s1 err=x\nstarted s1 tool t attempt=2", "which is already failed"},
+		{"started s1 tool t\nstarted s1 local t attempt=2", `as local "t", it started as tool "t"`},
+		{"started s1 tool t\nstarted s1 tool u attempt=2", `as tool "u", it started as tool "t"`},
+		{"started s1 tool t\ncancelled s1\nstarted s1 tool t attempt=3", "has attempt 3, want 2"},
+		{"started s1 tool t\nstarted s1 tool t", "has attempt 1, want 2"},
+	}
+	for _, tc := range tests {
+		evs := mustParse(t, prefix+tc.events)
+		s := New()
+		for _, ev := range evs[:len(evs)-1] {
+			if err := s.Apply(ev); err != nil {
+				t.Fatalf("%q: Apply(seq %d): %v", tc.events, ev.Seq, err)
+			}
+		}
+		before := dump(s)
+		last := evs[len(evs)-1]
+		err := s.Apply(last)
+		if !errors.Is(err, eventlog.ErrInvalid) || !strings.Contains(err.Error(), tc.want) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("seq %d", last.Seq)) {
+			t.Errorf("%q: Apply = %v, want ErrInvalid at seq %d with %q", tc.events, err, last.Seq, tc.want)
+		}
+		if dump(s) != before {
+			t.Errorf("%q: the failed Apply changed the state", tc.events)
+		}
+	}
+	// The accepted cases: a cancelled step and an orphan run again.
+	for _, ok := range []string{
+		"started s1 tool t\ncancelled s1\nstarted s1 tool t attempt=2",
+		"started s1 tool t\ndispatch 2\nstarted s1 tool t attempt=2",
+	} {
+		s := New()
+		for _, ev := range mustParse(t, prefix+ok) {
+			if err := s.Apply(ev); err != nil {
+				t.Errorf("%q: Apply(seq %d): %v", ok, ev.Seq, err)
+			}
+		}
+		if st, _ := s.Step("s1"); st.Attempts != 2 || st.Status != StepStarted {
+			t.Errorf("%q: step %+v, want attempt 2 started", ok, st)
 		}
 	}
 }

@@ -606,21 +606,18 @@ func (d *dispatch) hasResources() bool {
 }
 
 // dueCapturesLocked returns the captures due once the call c (step stepID)
-// reaches its terminal event: for each resource it affects, when this
-// counted call brings the count to the recorded EverySteps and no other step
-// that advances the resource is in flight (DESIGN §5).
+// reaches its terminal event: for each resource whose capture
+// policy.Counter says is due after it (DESIGN §5: each attempt counts once),
+// that this dispatch has obtained and that no other step advancing it is in
+// flight for.
 func (d *dispatch) dueCapturesLocked(stepID string, c call) []eventlog.Payload {
 	if c.kind == eventlog.StepLLM {
 		return nil
 	}
 	var out []eventlog.Payload
-	for _, key := range c.affects {
+	for _, key := range d.counter.DueAfter(stepID) {
 		b, ok := d.res[key]
 		if !ok {
-			continue
-		}
-		pol, ok := d.counter.Policy(key)
-		if !ok || d.counter.Count(key)+1 < pol.EverySteps {
 			continue
 		}
 		st, ok := d.cov.State(key)
