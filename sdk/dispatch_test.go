@@ -289,8 +289,8 @@ func TestAtMostOnceOrphanAffectingResolvedIndeterminate(t *testing.T) {
 	crash.budget.Store(4) // dispatch, bound+baseline, started
 	k1 := newKernel(t, crash, register)
 	id, _ := k1.Start(ctx, "a", none{})
-	if _, err := k1.Run(ctx, id); !errors.Is(err, errCrash) {
-		t.Fatalf("Run = %v, want the crash", err)
+	if _, err := k1.Run(ctx, id); !errors.Is(err, errCrash) || !strings.Contains(err.Error(), "append at seq 6") {
+		t.Fatalf("Run = %v, want the crash at the append of seq 6", err)
 	}
 	k2 := newKernel(t, store, register)
 	if _, err := k2.Run(ctx, id); err != nil {
@@ -529,5 +529,190 @@ func TestMaxValueSizeBoundary(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d executions in the log after a refused Start, want 1", n)
+	}
+}
+
+// DESIGN §5: when the handler returns, every resource that is uncovered is
+// captured, each one, in key order, with execution.completed in one append.
+func TestCompletionCapturesEveryUncoveredResource(t *testing.T) {
+	log := &syncLog{IndexedLog: newStore(t)}
+	k := newKernel(t, log, func(k *sdk.Kernel) {
+		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			ws, err := sdk.Resource(ctx, "ws", testdriver.New(), sdk.EverySteps(5))
+			if err != nil {
+				return "", err
+			}
+			if _, err := sdk.Resource(ctx, "db", testdriver.New(), sdk.EverySteps(5)); err != nil {
+				return "", err
+			}
+			if _, err := sdk.Resource(ctx, "tmp", testdriver.New(), sdk.EverySteps(5), sdk.OnCompletion(false)); err != nil {
+				return "", err
+			}
+			return touchTool(ws, "ws").Call(ctx, 1)
+		})
+	})
+	id, _ := k.Start(context.Background(), "a", none{})
+	if _, err := k.Run(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, k, id, []string{"created a", "dispatch 1",
+		"bound ws every=5", "captured ws baseline gen=1",
+		"bound db every=5", "captured db baseline gen=1",
+		"bound tmp every=5", "captured tmp baseline gen=1",
+		"started tool touch affects=ws", "succeeded",
+		"captured db completion gen=2", "captured ws completion gen=2", "completed"})
+	if last := log.appends[len(log.appends)-1]; last != "synced: captured db completion gen=2, captured ws completion gen=2, completed" {
+		t.Fatalf("last append %q", last)
+	}
+}
+
+// DESIGN §5 step 3: a fork whose selection for a resource is the initial
+// environment (no capture of it existed) creates it from there, with a
+// baseline of the generation its own binding starts.
+func TestForkFromInitialEnvironment(t *testing.T) {
+	ctx := context.Background()
+	drv := testdriver.New()
+	var checkpoints atomic.Int64
+	drv.FailCheckpoint = func() error {
+		if checkpoints.Add(1) == 1 {
+			return errors.New("disk full") // the parent's baseline
+		}
+		return nil
+	}
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			ws, err := sdk.Resource(ctx, "ws", drv)
+			if err != nil {
+				return "", err
+			}
+			return touchTool(ws, "ws").Call(ctx, 1)
+		})
+	})
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, k, id, []string{"created a", "dispatch 1", "bound ws every=1", "capture_failed ws baseline",
+		"started tool touch affects=ws", "succeeded", "captured ws steps gen=2", "completed"})
+	fid, err := k.Fork(ctx, id, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, fid); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, k, fid, []string{"created a", "dispatch 1", "bound ws every=1",
+		"fork at=3", "dispatch 2", "bound ws every=1", "captured ws baseline gen=2",
+		"started tool touch affects=ws", "succeeded", "captured ws steps gen=3", "completed"})
+	evs := events(t, k, fid)
+	if fc := evs[3].Data.(*eventlog.ForkCreated); len(fc.Selections) != 1 || fc.Selections[0].Ref != "" || fc.Selections[0].Covered {
+		t.Fatalf("fork.created %+v, want ws selected from the initial environment", fc)
+	}
+	if b := evs[5].Data.(*eventlog.ResourceBound); b.From != "" {
+		t.Fatalf("the fork's binding is from %q, want the initial environment", b.From)
+	}
+}
+
+// DESIGN §5 step 1: within one dispatch the same key returns the same
+// handle and appends nothing; asking for it with another driver is
+// ErrResourceMismatch and appends nothing either.
+func TestResourceTwiceInOneDispatch(t *testing.T) {
+	drv := testdriver.New()
+	other := drv.WithID("test.other.v1", nil)
+	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
+		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			a, err := sdk.Resource(ctx, "ws", drv)
+			if err != nil {
+				return "", err
+			}
+			b, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(3))
+			if err != nil || a != b {
+				return "", fmt.Errorf("second Resource: %p, %v; want the first handle %p", b, err, a)
+			}
+			if _, err := sdk.Resource(ctx, "ws", other); !errors.Is(err, sdk.ErrResourceMismatch) ||
+				!strings.Contains(err.Error(), `driver "test.mem.v1", now "test.other.v1"`) {
+				return "", fmt.Errorf("Resource with another driver: %v, want ErrResourceMismatch", err)
+			}
+			return "ok", nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, k, id, []string{"created a", "dispatch 1", "bound ws every=1", "captured ws baseline gen=1", "completed"})
+}
+
+// A step's body cannot call another tool or local step: the nested call is
+// ErrNestedStep, does not run and appends nothing. An LLM call inside a
+// body goes through unrecorded (the body's outcome is what replays).
+func TestNestedCalls(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: sdk.Transport(nil)}
+	var innerRuns atomic.Int64
+	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
+		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			inner := sdk.DefineTool("inner", func(ctx context.Context, n int) (int, error) { innerRuns.Add(1); return n, nil })
+			outer := sdk.DefineTool("outer", func(ctx context.Context, n int) (string, error) {
+				if _, err := inner.Call(ctx, n); !errors.Is(err, sdk.ErrNestedStep) {
+					return "", fmt.Errorf("nested tool: %v, want ErrNestedStep", err)
+				}
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat", strings.NewReader(`{}`))
+				if err != nil {
+					return "", err
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					return "", fmt.Errorf("LLM call inside a body: %w", err)
+				}
+				resp.Body.Close()
+				return "ok", nil
+			})
+			return outer.Call(ctx, 1)
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if innerRuns.Load() != 0 {
+		t.Fatalf("the nested tool ran %d times", innerRuns.Load())
+	}
+	wantEvents(t, k, id, []string{"created a", "dispatch 1", "started tool outer", "succeeded", "completed"})
+}
+
+// DESIGN §4: once the kernel fails the execution (a body panicked), later
+// calls of the handler run nothing and append nothing; the execution fails.
+func TestNoCallsAfterFatal(t *testing.T) {
+	var touched atomic.Int64
+	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
+		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			_, err := sdk.Step(ctx, "boom", func(ctx context.Context) (string, error) { panic("kaboom") })
+			var ee *sdk.ExecutionError
+			if !errors.As(err, &ee) {
+				return "", fmt.Errorf("panicking step: %v, want an ExecutionError", err)
+			}
+			touch := sdk.DefineTool("touch", func(ctx context.Context, n int) (int, error) { touched.Add(1); return n, nil })
+			if _, err := touch.Call(ctx, 1); !errors.As(err, &ee) {
+				return "", fmt.Errorf("call after the failure: %v, want the ExecutionError", err)
+			}
+			return "", nil
+		})
+	})
+	var ee *sdk.ExecutionError
+	if !errors.As(err, &ee) || ee.Code != eventlog.FailPanic {
+		t.Fatalf("Run = %v, want an ExecutionError with code panic", err)
+	}
+	if touched.Load() != 0 {
+		t.Fatalf("a call after the failure ran %d times", touched.Load())
+	}
+	got := describeAll(events(t, k, id))
+	want := []string{"created a", "dispatch 1", "started local boom", "failed", "execution_failed panic"}
+	if len(got) == len(want) && strings.HasPrefix(got[3], "failed ") && strings.Contains(got[3], "kaboom") {
+		got[3] = "failed"
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 }
