@@ -239,3 +239,20 @@ func TestCorruptRequest(t *testing.T) {
 	pebblestore.ForgetCache(s)
 	wantCorrupt("request key")
 }
+
+// BenchmarkRequestsNonePending is the owner's poll of an empty inbox: it
+// answers from memory.
+func BenchmarkRequestsNonePending(b *testing.B) {
+	s := openMem(b)
+	id := create(b, s, "coder")
+	ctx := b.Context()
+	if _, err := s.Requests(ctx, id); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if rs, err := s.Requests(ctx, id); err != nil || len(rs) != 0 {
+			b.Fatal(rs, err)
+		}
+	}
+}
