@@ -87,7 +87,7 @@ type Request struct {
 	Execution ID
 	N         uint64    // 1-based, per execution, in the order requests arrived
 	Time      time.Time // when it was requested
-	Data      Payload   // *ExecutionCancelRequested, *ApprovalGranted or *ApprovalRejected
+	Data      Payload   // *CancelRequested, *ApprovalGranted or *ApprovalRejected
 }
 
 // IsRequest reports whether events of kind k arrive through the inbox.

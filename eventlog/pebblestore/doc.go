@@ -28,9 +28,27 @@
 // newest event, or an event past the head, is a [eventlog.CorruptionError]
 // naming the execution and the seq.
 //
+// # The inbox
+//
+// The store implements [eventlog.Inbox] (DESIGN §8½): a request of
+// someone who does not own an execution (a cancel, an approval decision)
+// is stored under its own key, numbered 1, 2, 3… per execution, as an
+// event record (time and payload, checksummed like an event), synced when
+// Request returns. Take is Append — the same code path, checks of head,
+// seqs and lease epoch, status and index updates — whose batch also
+// deletes the requests it names. A number is never given twice: the
+// state record keeps the newest number, so deleting the newest request
+// does not free it. Requests and Take run under the execution's lock, the
+// one appends take, so a request never makes an append conflict. The
+// numbers of an execution's pending requests stay in memory once read, so
+// an owner can poll Requests (say every 50 ms) at no IO cost while none is
+// pending. A fork has its own, empty inbox. Requests of an execution that
+// has ended stay readable; nobody takes them.
+//
 // # Store formats
 //
-// Store format 2 added the state records. A store of format 1 is migrated
+// Store format 2 added the state records, the idempotency keys and the
+// inbox. A store of format 1 is migrated
 // when opened: every execution's own events are folded into its state
 // record (one pass over the events, no event rewritten; version 1 event
 // records keep reading), and the records and the new format byte are

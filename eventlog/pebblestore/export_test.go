@@ -37,3 +37,6 @@ func ForgetCache(s *Store) {
 
 // StateKey is the key of execution id's state record.
 func StateKey(id eventlog.ID) []byte { return stateKey(id) }
+
+// RequestKey is the key of request n of execution id's inbox.
+func RequestKey(id eventlog.ID, n uint64) []byte { return requestKey(id, n) }

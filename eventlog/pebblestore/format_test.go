@@ -42,7 +42,8 @@ func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // TestFormatPinned fails on any change to the store's persisted format: the
 // store format byte, the key layout, the value envelope, the msgpack fields
-// of headers and index entries, and the exact bytes of one of each (golden).
+// of headers, index entries and state records, and the exact bytes of one
+// of each and of one inbox request (golden).
 // A failure means: a new storeFormat (and a way to read the old one), or
 // undo the change.
 func TestFormatPinned(t *testing.T) {

@@ -292,8 +292,12 @@ func testListFilters(t *testing.T, s eventlog.Log) {
 		if f.Limit != 0 || !f.After.IsZero() {
 			continue
 		}
-		// The same in pages.
-		sizes := []int{7, 300}
+		// The same in pages: of 300 (which crosses pages of 256 inside a
+		// store), and smaller ones where the listing is short enough.
+		sizes := []int{300}
+		if len(want) <= 600 {
+			sizes = append(sizes, 7)
+		}
 		if len(want) <= 50 {
 			sizes = append(sizes, 1)
 		}
