@@ -537,7 +537,7 @@ func TestMaxValueSizeBoundary(t *testing.T) {
 func TestCompletionCapturesEveryUncoveredResource(t *testing.T) {
 	log := &syncLog{IndexedLog: newStore(t)}
 	k := newKernel(t, log, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			ws, err := sdk.Resource(ctx, "ws", testdriver.New(), sdk.EverySteps(5))
 			if err != nil {
 				return "", err
@@ -580,7 +580,7 @@ func TestForkFromInitialEnvironment(t *testing.T) {
 		return nil
 	}
 	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			ws, err := sdk.Resource(ctx, "ws", drv)
 			if err != nil {
 				return "", err
@@ -620,7 +620,7 @@ func TestResourceTwiceInOneDispatch(t *testing.T) {
 	drv := testdriver.New()
 	other := drv.WithID("test.other.v1", nil)
 	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			a, err := sdk.Resource(ctx, "ws", drv)
 			if err != nil {
 				return "", err
@@ -653,7 +653,7 @@ func TestNestedCalls(t *testing.T) {
 	client := &http.Client{Transport: sdk.Transport(nil)}
 	var innerRuns atomic.Int64
 	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			inner := sdk.DefineTool("inner", func(ctx context.Context, n int) (int, error) { innerRuns.Add(1); return n, nil })
 			outer := sdk.DefineTool("outer", func(ctx context.Context, n int) (string, error) {
 				if _, err := inner.Call(ctx, n); !errors.Is(err, sdk.ErrNestedStep) {
@@ -687,7 +687,7 @@ func TestNestedCalls(t *testing.T) {
 func TestNoCallsAfterFatal(t *testing.T) {
 	var touched atomic.Int64
 	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
-		_ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 			_, err := sdk.Step(ctx, "boom", func(ctx context.Context) (string, error) { panic("kaboom") })
 			var ee *sdk.ExecutionError
 			if !errors.As(err, &ee) {
