@@ -16,7 +16,7 @@ const DefaultDiskReserve = 64 << 20
 
 // DefaultBallast is the size of the ballast file unless opened
 // WithDiskReserve.
-const DefaultBallast = 16 << 20
+const DefaultBallast = 8 << 20
 
 // ballastName is the file a store on disk keeps as ballast: a full disk
 // that the reserve did not prevent (another program filled it) is given

@@ -52,8 +52,12 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		Logger:             pebbleLogger{f},
 		EventListener:      f.listener(),
 		FormatMajorVersion: pebbleFormat,
+		// Table stats would compare table sizes with the MANIFEST's in the
+		// background and call Fatalf; checkTables does it at Open instead.
+		DisableTableStats: true,
 	}
 	name := dir
+	var wals *walRecorder
 	if dir == "" {
 		if o.readOnly {
 			return nil, fmt.Errorf("%w: ReadOnly needs a folder: an in-memory log starts empty", eventlog.ErrInvalid)
@@ -61,6 +65,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		popts.FS = vfs.NewMem()
 		name = "mem"
 	} else {
+		wals = &walRecorder{}
 		existing, err := checkFolder(dir, o.readOnly)
 		if err != nil {
 			return nil, err
@@ -72,12 +77,23 @@ func Open(dir string, opts ...Option) (*Store, error) {
 			popts.ReadOnly = true
 			popts.ErrorIfNotExists = true
 			popts.FormatMajorVersion = pebble.FormatDefault // never upgraded: that writes
-			popts.FS = readOnlyFS{vfs.Default}
+			popts.FS = readOnlyFS{FS: vfs.Default, wals: wals}
 		} else {
 			popts.FS = vfs.Default
 			popts.ErrorIfNotExists = existing
 			s.space = diskSpace{fs: vfs.Default, dir: dir, reserve: uint64(o.reserve), ballast: uint64(o.ballast)}
 			if existing {
+				// Check the files as a read-only open sees them, then
+				// drop the clean-close record: from here on Pebble may
+				// change the tables.
+				if err := s.verifyFolder(); err != nil {
+					s.release()
+					return nil, err
+				}
+				if err := removeClosed(dir); err != nil {
+					s.release()
+					return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+				}
 				s.space.releaseBallast()
 			}
 			if err := s.space.check(0); err != nil {
@@ -96,10 +112,32 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, s.openErr(err)
 	}
 	s.db = db
+	if o.readOnly {
+		err := checkTables(db, dir)
+		if err == nil {
+			err = wals.check()
+		}
+		if err != nil {
+			_ = s.guard(db.Close)
+			s.release()
+			return nil, err
+		}
+	}
 	if err := s.checkFormat(); err != nil {
 		_ = s.guard(db.Close)
 		s.release()
 		return nil, err
+	}
+	if !o.readOnly {
+		// The write-ahead log Pebble opened with was created before Open
+		// raised the format to pebbleFormat (a new log starts at Pebble's
+		// oldest): a flush rotates it, so that every record written from
+		// now on carries its synced offset.
+		if err := s.guard(db.Flush); err != nil {
+			_ = s.guard(db.Close)
+			s.release()
+			return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+		}
 	}
 	if dir != "" && !o.readOnly {
 		if err := writeMarker(dir); err != nil {
@@ -148,6 +186,31 @@ func checkFolder(dir string, readOnly bool) (existing bool, err error) {
 	return true, nil
 }
 
+// verifyFolder opens the existing log of s read-only and checks its tables
+// (checkTables), before a read-write open.
+func (s *Store) verifyFolder() error {
+	var db *pebble.DB
+	wals := &walRecorder{}
+	err := s.guard(func() (err error) {
+		db, err = pebble.Open(s.dir, &pebble.Options{
+			ReadOnly: true, ErrorIfNotExists: true, FS: readOnlyFS{FS: vfs.Default, wals: wals},
+			Logger: pebbleLogger{s.faults}, EventListener: s.faults.listener(), DisableTableStats: true,
+		})
+		return err
+	})
+	if err != nil {
+		return s.openErr(err)
+	}
+	err = checkTables(db, s.dir)
+	if err == nil {
+		err = wals.check()
+	}
+	if cerr := s.guard(db.Close); err == nil && cerr != nil {
+		err = fmt.Errorf("pebblestore: open %s: %w", s.dir, cerr)
+	}
+	return err
+}
+
 // isLockError reports whether err is Pebble's (or sharedLock's) report of a
 // lock held elsewhere. A failure to open the lock file itself (permission
 // denied, a read-only filesystem) is not one: fcntl's own errors come bare,
@@ -169,9 +232,7 @@ func (s *Store) openErr(err error) error {
 	case isLockError(err):
 		return fmt.Errorf("%w: %s: %v", ErrLocked, s.dir, err)
 	case errors.Is(err, pebble.ErrDBDoesNotExist):
-		if s.readOnly && !hasFile(s.dir, markerName) {
-			return fmt.Errorf("%w: %s has no MANIFEST", ErrNotALog, s.dir)
-		}
+		// checkFolder saw the marker or Pebble's files: the log was created.
 		return &eventlog.CorruptionError{What: "log " + s.dir, Err: fmt.Errorf(
 			"its MANIFEST is missing (the log was created before: its files are left as they are): %w", err)}
 	case pebble.IsCorruptionError(err):
@@ -217,31 +278,10 @@ func hasFile(dir, name string) bool {
 
 // writeMarker writes the folder's marker once, durably.
 func writeMarker(dir string) error {
-	path := filepath.Join(dir, markerName)
-	if b, err := os.ReadFile(path); err == nil && string(b) == markerText {
+	if b, err := os.ReadFile(filepath.Join(dir, markerName)); err == nil && string(b) == markerText {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(markerText); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return writeFileSync(dir, markerName, []byte(markerText))
 }
 
 // checkFormat checks the format key, writing it in a new log.
@@ -339,6 +379,11 @@ func (s *Store) Close() error {
 	}
 	if ferr != nil {
 		return fmt.Errorf("pebblestore: close: flush: %w", ferr)
+	}
+	if !s.readOnly && s.dir != "" {
+		if err := writeClosed(s.dir); err != nil {
+			return fmt.Errorf("pebblestore: close: write %s: %w", closedName, err)
+		}
 	}
 	return nil
 }

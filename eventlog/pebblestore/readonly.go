@@ -30,7 +30,15 @@ var errWriteRefused = errors.New("pebblestore: write refused: the log was opened
 // readOnlyFS is the filesystem of a read-only store: reads pass through,
 // every write is refused, and Lock takes a shared (read) lock without
 // creating the lock file.
-type readOnlyFS struct{ vfs.FS }
+type readOnlyFS struct {
+	vfs.FS
+	wals *walRecorder // if not nil, records the write-ahead logs opened
+}
+
+func (fs readOnlyFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	fs.wals.add(name)
+	return fs.FS.Open(name, opts...)
+}
 
 func (readOnlyFS) Create(name string, _ vfs.DiskWriteCategory) (vfs.File, error) {
 	return nil, fmt.Errorf("create %s: %w", name, errWriteRefused)
