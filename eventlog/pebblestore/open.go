@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -205,6 +206,20 @@ func (s *Store) verifyFolder() error {
 	if err == nil {
 		err = wals.check()
 	}
+	if err == nil { // a table whose first block is damaged
+		err = s.guard(func() error {
+			_, closer, err := db.Get(metaFormatKey)
+			if err == nil {
+				return closer.Close()
+			}
+			return err
+		})
+		if errors.Is(err, pebble.ErrNotFound) {
+			err = nil // checkFormat decides, after the read-write open
+		} else if err != nil {
+			err = s.readErr(eventlog.ID{}, "format key", err)
+		}
+	}
 	if cerr := s.guard(db.Close); err == nil && cerr != nil {
 		err = fmt.Errorf("pebblestore: open %s: %w", s.dir, cerr)
 	}
@@ -235,12 +250,32 @@ func (s *Store) openErr(err error) error {
 		// checkFolder saw the marker or Pebble's files: the log was created.
 		return &eventlog.CorruptionError{What: "log " + s.dir, Err: fmt.Errorf(
 			"its MANIFEST is missing (the log was created before: its files are left as they are): %w", err)}
+	case strings.Contains(err.Error(), "object size mismatch") || strings.Contains(err.Error(), "unknown to the objstorage provider"):
+		// Pebble checks its tables' sizes at Open, without marking the
+		// error as corruption.
+		return &eventlog.CorruptionError{What: "log " + s.dir + ": " + tableProblem(err.Error()), Err: err}
 	case pebble.IsCorruptionError(err):
 		return &eventlog.CorruptionError{What: "log " + s.dir + ": " + s.damaged(err), Err: err}
 	case errors.Is(err, errWriteRefused):
 		return fmt.Errorf("pebblestore: open %s read-only: the log needs a repair that writes (open it once for writing): %w", s.dir, err)
 	}
 	return fmt.Errorf("pebblestore: open %s: %w", s.dir, err)
+}
+
+var (
+	sizeMismatch = regexp.MustCompile(`(\d+): object size mismatch \(.*\): (\d+) \(disk\) != (\d+) \(MANIFEST\)`)
+	tableUnknown = regexp.MustCompile(`file (\d+) \(type sstable\) unknown`)
+)
+
+// tableProblem says which table Pebble's Open found missing or cut short.
+func tableProblem(msg string) string {
+	if m := sizeMismatch.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("table %s.sst has %s bytes, the MANIFEST says %s", m[1], m[2], m[3])
+	}
+	if m := tableUnknown.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("table %s.sst is missing (the MANIFEST lists it)", m[1])
+	}
+	return "damaged table"
 }
 
 // damaged names the files a corruption error of Pebble is about.
