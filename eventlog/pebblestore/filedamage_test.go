@@ -55,6 +55,14 @@ func writeLog(t *testing.T, dir string, crash bool) (*pebblestore.Store, logImag
 		img[id] = events(t, s, id, 1)
 	}
 	if !crash {
+		// A second session: the MANIFEST then holds edits on edits, and
+		// losing its last one would leave an older, consistent log.
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = openDir(t, dir)
+		appendAll(t, s, a, dispatch(31), dispatch(32))
+		img[a] = events(t, s, a, 1)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -312,13 +320,25 @@ func TestTruncatedOrDeletedTable(t *testing.T) {
 	}
 }
 
+// currentManifest returns the MANIFEST named by Pebble's marker (an older
+// one may be kept beside it).
+func currentManifest(t *testing.T, f folder) string {
+	t.Helper()
+	marker := fileOf(t, f, hasPrefix("marker.manifest."))
+	name := marker[strings.Index(marker, "MANIFEST-"):]
+	if _, ok := f[name]; !ok {
+		t.Fatalf("marker %s names a missing file", marker)
+	}
+	return name
+}
+
 // A bit flipped anywhere in the MANIFEST is reported as corruption naming
 // it, whether Pebble sees it or takes it for a torn tail and the clean-close
 // record shows the tables it lost; also when the write-ahead logs that
 // would let Pebble rebuild the lost tables are gone.
 func TestDamagedManifestBitFlips(t *testing.T) {
 	base, img := cleanLog(t)
-	man := largest(t, base, hasPrefix("MANIFEST-"))
+	man := currentManifest(t, base)
 	noWAL := maps.Clone(base)
 	for n := range noWAL {
 		if strings.HasSuffix(n, ".log") {
