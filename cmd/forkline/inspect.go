@@ -97,7 +97,7 @@ func newTable(w io.Writer) *tabwriter.Writer {
 }
 
 func cmdLs(e *env) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		all, err := listAll(e, s)
 		if err != nil {
 			return err
@@ -126,7 +126,7 @@ func cmdLs(e *env) error {
 }
 
 func cmdTree(e *env) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		all, err := listAll(e, s)
 		if err != nil {
 			return err
@@ -247,7 +247,7 @@ type eventJSON struct {
 }
 
 func cmdEvents(e *env, idArg string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
@@ -318,7 +318,7 @@ type windowJSON struct {
 }
 
 func cmdCoverage(e *env, pos []string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		info, err := resolve(e, s, pos[0])
 		if err != nil {
 			return err
@@ -439,7 +439,7 @@ func writePoint(w io.Writer, p coverage.Point, what string) error {
 }
 
 func cmdShow(e *env, idArg, seqArg string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
