@@ -206,19 +206,11 @@ func (s *Store) verifyFolder() error {
 	if err == nil {
 		err = wals.check()
 	}
-	if err == nil { // a table whose first block is damaged
-		err = s.guard(func() error {
-			_, closer, err := db.Get(metaFormatKey)
-			if err == nil {
-				return closer.Close()
-			}
-			return err
-		})
-		if errors.Is(err, pebble.ErrNotFound) {
-			err = nil // checkFormat decides, after the read-write open
-		} else if err != nil {
-			err = s.readErr(eventlog.ID{}, "format key", err)
-		}
+	if err == nil {
+		// Before Pebble writes anything: a foreign database, a log that
+		// lost its data, a table whose first block is damaged. (An empty
+		// database, a log whose creation crashed, is made a log.)
+		_, err = s.checkFormatOf(db, false)
 	}
 	if cerr := s.guard(db.Close); err == nil && cerr != nil {
 		err = fmt.Errorf("pebblestore: open %s: %w", s.dir, cerr)
@@ -321,9 +313,22 @@ func writeMarker(dir string) error {
 
 // checkFormat checks the format key, writing it in a new log.
 func (s *Store) checkFormat() error {
+	missing, err := s.checkFormatOf(s.db, s.readOnly)
+	if err != nil || !missing {
+		return err
+	}
+	if err := s.commitFormat(); err != nil {
+		return fmt.Errorf("pebblestore: write format: %w", err)
+	}
+	return nil
+}
+
+// checkFormatOf checks the format key of db. It reports missing for an
+// empty database that may become a new log (only when readOnly is false).
+func (s *Store) checkFormatOf(db *pebble.DB, readOnly bool) (missing bool, err error) {
 	var v []byte
-	err := s.guard(func() error {
-		val, closer, err := s.db.Get(metaFormatKey)
+	err = s.guard(func() error {
+		val, closer, err := db.Get(metaFormatKey)
 		if err == nil {
 			v = slices.Clone(val)
 			return closer.Close()
@@ -331,36 +336,33 @@ func (s *Store) checkFormat() error {
 		return err
 	})
 	if err != nil && !errors.Is(err, pebble.ErrNotFound) {
-		return s.readErr(eventlog.ID{}, "format key", err)
+		return false, s.readErr(eventlog.ID{}, "format key", err)
 	}
 	if err == nil {
 		if len(v) != 1 || v[0] != storeFormat {
-			return fmt.Errorf("pebblestore: %s: store format %v, this build reads [%d]", s.dir, v, storeFormat)
+			return false, fmt.Errorf("pebblestore: %s: store format %v, this build reads [%d]", s.dir, v, storeFormat)
 		}
-		return nil
+		return false, nil
 	}
 	// A new log, a log that lost its data, or a Pebble database not ours.
-	it, err := s.db.NewIter(nil)
+	it, err := db.NewIter(nil)
 	if err != nil {
-		return s.readErr(eventlog.ID{}, "log", err)
+		return false, s.readErr(eventlog.ID{}, "log", err)
 	}
 	nonEmpty := it.First()
 	ierr := it.Error()
 	_ = it.Close()
 	switch {
 	case ierr != nil:
-		return s.readErr(eventlog.ID{}, "log", ierr)
+		return false, s.readErr(eventlog.ID{}, "log", ierr)
 	case s.dir != "" && hasFile(s.dir, markerName):
-		return &eventlog.CorruptionError{What: "log " + s.dir, Err: errors.New("its format key is missing: the log was created before and lost its data")}
+		return false, &eventlog.CorruptionError{What: "log " + s.dir, Err: errors.New("its format key is missing: the log was created before and lost its data")}
 	case nonEmpty:
-		return fmt.Errorf("%w: %s is a Pebble database without forkline's format key", ErrNotALog, s.dir)
-	case s.readOnly:
-		return fmt.Errorf("%w: %s holds an empty Pebble database", ErrNotALog, s.dir)
+		return false, fmt.Errorf("%w: %s is a Pebble database without forkline's format key", ErrNotALog, s.dir)
+	case readOnly:
+		return false, fmt.Errorf("%w: %s holds an empty Pebble database", ErrNotALog, s.dir)
 	}
-	if err := s.commitFormat(); err != nil {
-		return fmt.Errorf("pebblestore: write format: %w", err)
-	}
-	return nil
+	return true, nil
 }
 
 // commitFormat writes the format key of a new log, synced.
