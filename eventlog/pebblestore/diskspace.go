@@ -93,6 +93,15 @@ func (d *diskSpace) releaseBallast() bool {
 	return err == nil
 }
 
+// dropBallast deletes the ballast file, whatever the free space: Pebble's
+// flush or compaction met a full disk (another program filled it past the
+// reserve) and retries; the room lets it finish instead of stalling writes.
+func (d *diskSpace) dropBallast() {
+	if d.dir != "" {
+		_ = os.Remove(filepath.Join(d.dir, ballastName))
+	}
+}
+
 // writeBallast writes size bytes of zeros to path (zeros, not a sparse file:
 // the ballast must hold real blocks) and syncs it.
 func writeBallast(path string, size int64) error {

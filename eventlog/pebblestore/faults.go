@@ -26,6 +26,7 @@ type faults struct {
 	failed     error    // set by Fatalf: the store refuses every operation
 	corruption []string // files Pebble reported corrupt, newest last
 	stderr     int      // background errors printed so far
+	noSpace    func()   // called when Pebble's background work meets a full disk
 }
 
 // fail records the first fatal fault.
@@ -86,6 +87,9 @@ func (f *faults) listener() *pebble.EventListener {
 			f.mu.Unlock()
 		},
 		BackgroundError: func(err error) {
+			if errors.Is(err, syscall.ENOSPC) && f.noSpace != nil {
+				f.noSpace()
+			}
 			f.printf("background error: %v", err)
 		},
 	}

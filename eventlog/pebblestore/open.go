@@ -83,6 +83,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 			popts.FS = vfs.Default
 			popts.ErrorIfNotExists = existing
 			s.space = diskSpace{fs: vfs.Default, dir: dir, reserve: uint64(o.reserve), ballast: uint64(o.ballast)}
+			f.noSpace = s.space.dropBallast
 			if existing {
 				// Check the files as a read-only open sees them, then
 				// drop the clean-close record: from here on Pebble may
