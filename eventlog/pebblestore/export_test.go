@@ -34,3 +34,12 @@ func ForgetCache(s *Store) {
 	defer s.mu.Unlock()
 	s.mu.execs = make(map[eventlog.ID]*execution)
 }
+
+// PebbleFatal calls the store's Pebble logger's Fatalf as Pebble would on
+// the calling goroutine (a failed commit), under the store's guard.
+func PebbleFatal(s *Store, cause error) error {
+	return s.guard(func() error {
+		pebbleLogger{s.faults}.Fatalf("pebble: fatal commit error: %v", cause)
+		return nil
+	})
+}
