@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,12 +84,17 @@ func (f *faults) listener() *pebble.EventListener {
 	return &pebble.EventListener{
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			f.mu.Lock()
-			f.corruption = append(f.corruption, filepath.Base(info.Path))
+			if name := filepath.Base(info.Path); !slices.Contains(f.corruption, name) {
+				f.corruption = append(f.corruption, name)
+			}
 			f.mu.Unlock()
 		},
 		BackgroundError: func(err error) {
 			if errors.Is(err, syscall.ENOSPC) && f.noSpace != nil {
 				f.noSpace()
+			}
+			if pebble.IsCorruptionError(err) {
+				return // DataCorruption recorded it: writes and reads report it
 			}
 			f.printf("background error: %v", err)
 		},
@@ -174,12 +180,21 @@ func (s *Store) commit(b *pebble.Batch, wo *pebble.WriteOptions) error {
 	return s.guard(func() error { return b.Commit(wo) })
 }
 
-// writable returns the error of a write to a read-only or failed store.
+// writable returns the error of a write to a read-only or failed store, or
+// to one Pebble found a damaged file in: its compactions fail on that file,
+// and a log that is known to be damaged takes no more writes.
 func (s *Store) writable() error {
 	if s.readOnly {
 		return fmt.Errorf("%w: %s was opened with ReadOnly", ErrReadOnly, s.dir)
 	}
-	return s.faults.err()
+	if err := s.faults.err(); err != nil {
+		return err
+	}
+	if files := s.faults.corruptFiles(); len(files) > 0 {
+		return &eventlog.CorruptionError{What: "log " + s.dir + ": damaged file " + strings.Join(files, ", "),
+			Err: errors.New("pebble found it damaged; the log takes no more writes")}
+	}
+	return nil
 }
 
 // readErr classifies an error of a read of Pebble: corruption becomes a
