@@ -53,10 +53,16 @@ var ErrInvalid = errors.New("eventlog: invalid input")
 // ErrClosed is returned by every operation on a closed log.
 var ErrClosed = errors.New("eventlog: log closed")
 
+// ErrDiskFull is returned by a write (Create, Append, AppendUnsynced, Fork)
+// that a store refused because the disk holding it is (nearly) full. Nothing
+// was written, everything acknowledged before is kept, and the log stays
+// usable: once space is freed, the same write can be made again.
+var ErrDiskFull = errors.New("eventlog: disk full")
+
 // CorruptionError says which record of which execution could not be read.
 // errors.Is(err, ErrCorrupt) holds for it.
 type CorruptionError struct {
-	Execution ID
+	Execution ID     // zero when the damage is to the store's files, not one execution
 	Seq       uint64 // 0 when the record is not an event (a header, an index entry)
 	What      string // what was being read, e.g. "event", "header"
 	Err       error  // the decoding failure
@@ -64,6 +70,9 @@ type CorruptionError struct {
 
 // Error implements error.
 func (e *CorruptionError) Error() string {
+	if e.Execution.IsZero() { // damage to the store's files, not to one execution
+		return fmt.Sprintf("eventlog: %s: corrupt: %v", e.What, e.Err)
+	}
 	if e.Seq == 0 {
 		return fmt.Sprintf("eventlog: execution %s: %s: corrupt record: %v", e.Execution, e.What, e.Err)
 	}

@@ -19,7 +19,13 @@
 //	timeline.html   the demo's last timeline picture
 //
 // Commands that only read (ls, tree, events, coverage, show, timeline)
-// never create a log: a folder without one is "not a forkline log".
+// never create a log: a folder without one is "not a forkline log". They
+// open the log read-only: they change no file of it, work on a read-only
+// mount or a full disk, and say the log is "in use" while another process
+// writes it. A damaged log is an error naming the damaged file (exit 1),
+// and nothing is rewritten. timeline --html writes FILE through a new file
+// renamed over it, so it refuses a FILE that exists and is not a regular
+// file (a symlink is not followed: give the file it points to).
 //
 // # Commands
 //

@@ -95,7 +95,7 @@ func cmdLs(e *env, statuses, agent string) error {
 	if err != nil {
 		return err
 	}
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		all, err := listSome(e, s, f)
 		if err != nil {
 			return err
@@ -128,7 +128,7 @@ func cmdLs(e *env, statuses, agent string) error {
 }
 
 func cmdTree(e *env) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		all, err := listAll(e, s)
 		if err != nil {
 			return err
@@ -257,7 +257,7 @@ type eventJSON struct {
 }
 
 func cmdEvents(e *env, idArg string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
@@ -323,7 +323,7 @@ type windowJSON struct {
 }
 
 func cmdCoverage(e *env, pos []string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		info, err := resolve(e, s, pos[0])
 		if err != nil {
 			return err
@@ -444,7 +444,7 @@ func writePoint(w io.Writer, p coverage.Point, what string) error {
 }
 
 func cmdShow(e *env, idArg, seqArg string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,26 +21,35 @@ func logDir(dir string) string { return filepath.Join(dir, "log") }
 func storeDir(dir string) string { return filepath.Join(dir, "dirfs") }
 
 // openExisting opens the log of the data folder for a command that must not
-// create one: a missing or empty log folder is "not a forkline log".
-func openExisting(dir string) (*pebblestore.Store, error) {
+// create one: a missing or empty log folder is "not a forkline log". A
+// read-only open (the inspection commands) writes no file of the log.
+func openExisting(dir string, readOnly bool) (*pebblestore.Store, error) {
 	ld := logDir(dir)
 	fi, err := os.Stat(ld)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return nil, inputErrorf("%s: not a forkline log (no %s; run forkline demo, or pass --dir)", dir, ld)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("open %s: %w", ld, err)
 	case err != nil:
 		return nil, inputErrorf("%s: not a forkline log: %v", dir, err)
 	case !fi.IsDir():
 		return nil, inputErrorf("%s: not a forkline log (%s is not a folder)", dir, ld)
 	}
 	entries, err := os.ReadDir(ld)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("open %s: %w", ld, err)
+	}
 	if err != nil {
 		return nil, inputErrorf("%s: not a forkline log: %v", dir, err)
 	}
 	if len(entries) == 0 {
 		return nil, inputErrorf("%s: not a forkline log (%s is empty)", dir, ld)
 	}
-	return openLog(dir)
+	if readOnly {
+		return open(dir, pebblestore.ReadOnly())
+	}
+	return open(dir)
 }
 
 // openLog opens (creating it if needed) the log of the data folder, with
@@ -48,21 +58,40 @@ func openLog(dir string) (*pebblestore.Store, error) {
 	if fi, err := os.Stat(logDir(dir)); err == nil && !fi.IsDir() {
 		return nil, inputErrorf("%s: not a forkline log (%s is not a folder)", dir, logDir(dir))
 	}
-	s, err := pebblestore.Open(logDir(dir))
+	return open(dir)
+}
+
+// open opens the log of the data folder with opts, classifying its errors.
+func open(dir string, opts ...pebblestore.Option) (*pebblestore.Store, error) {
+	s, err := pebblestore.Open(logDir(dir), opts...)
 	switch {
 	case errors.Is(err, pebblestore.ErrLocked):
 		return nil, &inputError{fmt.Errorf("%s: the log is in use by another process (%w)", logDir(dir), pebblestore.ErrLocked)}
 	case errors.Is(err, pebblestore.ErrNotALog):
 		return nil, &inputError{fmt.Errorf("%s: not a forkline log (%w)", dir, err)}
+	case errors.Is(err, eventlog.ErrCorrupt):
+		return nil, fmt.Errorf("the log in %s is damaged; nothing was changed: %w", logDir(dir), err)
 	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", logDir(dir), err)
 	}
 	return s, nil
 }
 
-// withLog opens the existing log of e's data folder, runs fn and closes it.
+// withLog opens the existing log of e's data folder for writing, runs fn
+// and closes it.
 func withLog(e *env, fn func(s *pebblestore.Store) error) error {
-	s, err := openExisting(e.opts.dir)
+	return withOpenLog(e, false, fn)
+}
+
+// withReadLog opens the existing log of e's data folder read-only, runs fn
+// and closes it. The inspection commands use it: they work on a read-only
+// mount and never flush, compact or delete a file of the log.
+func withReadLog(e *env, fn func(s *pebblestore.Store) error) error {
+	return withOpenLog(e, true, fn)
+}
+
+func withOpenLog(e *env, readOnly bool, fn func(s *pebblestore.Store) error) error {
+	s, err := openExisting(e.opts.dir, readOnly)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"os"
@@ -143,13 +144,13 @@ type timelineFork struct {
 }
 
 func cmdTimeline(e *env, idArg, file string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
 		}
-		if fi, err := os.Stat(file); err == nil && fi.IsDir() {
-			return inputErrorf("timeline: %s is a folder", file)
+		if err := checkTarget(file); err != nil {
+			return err
 		}
 		if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
 			return inputErrorf("timeline: folder %s does not exist", filepath.Dir(file))
@@ -198,14 +199,50 @@ func writeTimelineFile(e *env, log eventlog.Log, file string, l *lineage) error 
 	if err := timelinePageTmpl.Execute(&buf, page); err != nil {
 		return fmt.Errorf("render timeline: %w", err)
 	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+	// Checked again just before the rename: the file may have changed.
+	if err := checkTarget(file); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(buf.Bytes())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, file); err != nil {
-		_ = os.Remove(tmp)
-		return err
+	return nil
+}
+
+// checkTarget refuses a timeline file that exists and is not a regular
+// file: a folder, a device such as /dev/full, a symlink (never followed nor
+// replaced: give the path it points to), a pipe. The page is written to a
+// new file in the same folder and renamed over the target, which would
+// replace any of those.
+func checkTarget(file string) error {
+	fi, err := os.Lstat(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("timeline: %w", err)
+	case fi.IsDir():
+		return inputErrorf("timeline: %s is a folder", file)
+	case fi.Mode()&os.ModeSymlink != 0:
+		return inputErrorf("timeline: %s is a symlink; give the file it points to, or a new file", file)
+	case !fi.Mode().IsRegular():
+		return inputErrorf("timeline: %s is not a regular file (%s); give a new file or a regular one", file, fi.Mode().Type())
 	}
 	return nil
 }

@@ -4,9 +4,54 @@
 // # Durability
 //
 // Create, Append and Fork return after their one batch is committed with
-// pebble.Sync, unless the store was opened [WithoutSync]. Appends to
+// pebble.Sync, unless the store was opened [WithoutSync]. The write-ahead
+// log rebuilds what a crash left unflushed; Close flushes it all to tables. Appends to
 // different executions never wait on each other's lock: each execution has
 // its own, and Pebble groups concurrent synced commits into one fsync.
+//
+// # Faults of the files and the disk
+//
+// What Pebble v2 offers, and what this package adds where it falls short:
+//
+//   - Write-ahead log damage. Pebble replays a log up to its first bad
+//     record and takes the rest for the torn tail of a crash; it has no
+//     strict recovery mode. From FormatWALSyncChunks on (Open upgrades every
+//     log to pebbleFormat, and flushes once so that the log it writes to is
+//     of that format) each chunk records how far the log was synced, but
+//     Pebble only looks for such proof from the next 32 KiB block on. Open
+//     does the same check over the whole rest of every log Pebble replays
+//     (walcheck.go): damage that a later record proves synced is corruption.
+//     Damage to the last synced record, or a log cut inside its synced part,
+//     stays indistinguishable from a torn write: a synced high-water mark
+//     outside the log would cost a second fsync per append.
+//   - Clean shutdown. Close flushes, so that a reopen needs nothing from the
+//     write-ahead logs, then writes FORKLINE-CLOSED, the list of live tables
+//     and their sizes. Open compares the MANIFEST with it: damage to the
+//     MANIFEST that Pebble would take for a torn tail (opening an older log)
+//     is seen. Open for writing deletes the record before Pebble may change
+//     a table; without it (a crash), Pebble's recovery rules above apply.
+//     Every Open also checks each live table's size on disk.
+//   - A lost MANIFEST. Pebble would create a new database and delete the
+//     old tables. A folder with forkline's marker file (FORKLINE, written
+//     once the log exists) or Pebble's files is opened with
+//     ErrorIfNotExists, so a missing MANIFEST is corruption, files untouched.
+//   - Pebble's Fatalf. Its default DataCorruption handler and its failed
+//     commits call Logger.Fatalf, whose default exits. The store's
+//     EventListener records corruption (the read, and every later write,
+//     returns an error wrapping eventlog.ErrCorrupt naming the file), and its
+//     Logger never exits: a Fatalf on the caller's goroutine becomes an error
+//     wrapping ErrFailed, one on a Pebble goroutine parks that goroutine.
+//   - A full disk. Pebble meets ENOSPC with a fatal commit error or stalls
+//     writes forever. Writes are refused with eventlog.ErrDiskFull while the
+//     free space is under a reserve (WithDiskReserve), and a ballast file is
+//     kept: dropped when Pebble's own flush meets a full disk, and by Close
+//     and Open on a nearly full disk, to give them room.
+//   - Read-only inspection. ReadOnly opens with Pebble's ReadOnly (no
+//     flush, compaction or deletion) on a filesystem that refuses every
+//     write, with a shared lock: readers exclude writers, not each other.
+//
+// Every Open that finds damage reads the folder read-only first: nothing is
+// rewritten.
 //
 // # Forks copy nothing
 //

@@ -40,3 +40,12 @@ func StateKey(id eventlog.ID) []byte { return stateKey(id) }
 
 // RequestKey is the key of request n of execution id's inbox.
 func RequestKey(id eventlog.ID, n uint64) []byte { return requestKey(id, n) }
+
+// PebbleFatal calls the store's Pebble logger's Fatalf as Pebble would on
+// the calling goroutine (a failed commit), under the store's guard.
+func PebbleFatal(s *Store, cause error) error {
+	return s.guard(func() error {
+		pebbleLogger{s.faults}.Fatalf("pebble: fatal commit error: %v", cause)
+		return nil
+	})
+}

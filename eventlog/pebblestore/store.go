@@ -8,16 +8,13 @@ import (
 	"io"
 	"iter"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/forkline/forkline/eventlog"
 )
 
@@ -27,7 +24,7 @@ import (
 const storeFormat byte = 2
 
 // ErrNotALog is returned by Open for a folder that holds files but no
-// forkline log.
+// forkline log (and, with ReadOnly, for a missing or empty folder).
 var ErrNotALog = errors.New("pebblestore: not a forkline log")
 
 // ErrLocked is returned by Open when another process (or another Open in this
@@ -38,7 +35,10 @@ var ErrLocked = errors.New("pebblestore: log is in use")
 type Option func(*options)
 
 type options struct {
-	noSync bool
+	noSync   bool
+	readOnly bool
+	reserve  int64
+	ballast  int64
 }
 
 // WithoutSync makes appends return before the write-ahead log reaches the
@@ -47,9 +47,14 @@ func WithoutSync() Option { return func(o *options) { o.noSync = true } }
 
 // Store is the Pebble implementation of eventlog.Log and eventlog.Index.
 type Store struct {
-	db    *pebble.DB
-	write *pebble.WriteOptions
-	dir   string
+	db       *pebble.DB
+	write    *pebble.WriteOptions
+	dir      string
+	readOnly bool
+	migrate  bool // the format key says store format 1: checkFormat migrates it
+	faults   *faults
+	space    diskSpace
+	release  func() // releases the folder's claim in this process
 
 	// life guards the DB against Close: every operation is counted in
 	// active while it runs; once closing is set, new operations fail with
@@ -97,101 +102,6 @@ type segment struct {
 	lo, hi uint64
 }
 
-// Open opens (creating it if needed) the log in dir, or an in-memory log when
-// dir is "". A folder that holds other files is refused with ErrNotALog; a
-// log opened elsewhere gives ErrLocked.
-func Open(dir string, opts ...Option) (*Store, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	popts := &pebble.Options{Logger: quietLogger{}}
-	if dir == "" {
-		popts.FS = vfs.NewMem()
-	} else if err := checkFolder(dir); err != nil {
-		return nil, err
-	}
-	name := dir
-	if name == "" {
-		name = "mem"
-	}
-	db, err := pebble.Open(name, popts)
-	if err != nil {
-		if isLockError(err) {
-			return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
-		}
-		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
-	}
-	s := &Store{db: db, dir: dir, write: pebble.Sync}
-	if o.noSync {
-		s.write = pebble.NoSync
-	}
-	s.mu.execs = make(map[eventlog.ID]*execution)
-	if err := s.checkFormat(); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return s, nil
-}
-
-// checkFolder refuses a folder that exists, is not empty and has no Pebble
-// files: opening it would scatter a database among someone else's files.
-func checkFolder(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("pebblestore: open %s: %w", dir, err)
-	}
-	if len(entries) == 0 {
-		return nil
-	}
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, "MANIFEST-") || strings.HasPrefix(n, "OPTIONS-") || strings.HasPrefix(n, "marker.") {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s holds %d files and no log", ErrNotALog, dir, len(entries))
-}
-
-func isLockError(err error) bool {
-	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
-		errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "lock held by current process")
-}
-
-func (s *Store) checkFormat() error {
-	v, closer, err := s.db.Get(metaFormatKey)
-	if errors.Is(err, pebble.ErrNotFound) {
-		// A new log, or a Pebble database that is not ours.
-		it, err := s.db.NewIter(nil)
-		if err != nil {
-			return fmt.Errorf("pebblestore: %w", err)
-		}
-		nonEmpty := it.First()
-		_ = it.Close()
-		if nonEmpty {
-			return fmt.Errorf("%w: %s is a Pebble database without forkline's format key", ErrNotALog, s.dir)
-		}
-		if err := s.db.Set(metaFormatKey, []byte{storeFormat}, pebble.Sync); err != nil {
-			return fmt.Errorf("pebblestore: write format: %w", err)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("pebblestore: read format: %w", err)
-	}
-	defer closer.Close()
-	if len(v) == 1 && v[0] == 1 {
-		return s.migrateFormat1()
-	}
-	if len(v) != 1 || v[0] != storeFormat {
-		return fmt.Errorf("pebblestore: %s: store format %v, this build reads [1] and [%d]", s.dir, v, storeFormat)
-	}
-	return nil
-}
-
 // migrateFormat1 turns a store of format 1 into format 2: it folds every
 // execution's own events (a fork's from its fork.created: a status is a
 // fold of the execution's own run) into its state record, and writes the
@@ -232,7 +142,7 @@ func (s *Store) migrateFormat1() error {
 		return fmt.Errorf("pebblestore: migrate to store format %d: %w", storeFormat, err)
 	}
 	_ = b.Set(metaFormatKey, []byte{storeFormat}, nil)
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b, pebble.Sync); err != nil {
 		return fmt.Errorf("pebblestore: migrate to store format %d: %w", storeFormat, err)
 	}
 	return nil
@@ -264,25 +174,6 @@ func (s *Store) foldOwn(id eventlog.ID, lo uint64) (eventlog.StatusState, bool) 
 	return st, it.Error() == nil && want > lo
 }
 
-// Close closes the log. Operations still running finish first; operations
-// started after Close began fail with an error wrapping eventlog.ErrClosed.
-// Close must not be called from inside a loop over Events, List or
-// ResourceHistory of the same store: it would wait for that loop.
-func (s *Store) Close() error {
-	s.life.Lock()
-	if s.life.closing {
-		s.life.Unlock()
-		return eventlog.ErrClosed
-	}
-	s.life.closing = true
-	s.life.Unlock()
-	s.life.active.Wait()
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("pebblestore: close: %w", err)
-	}
-	return nil
-}
-
 // enter counts an operation in; the caller must call s.leave when done.
 func (s *Store) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -302,6 +193,9 @@ func (s *Store) leave() { s.life.active.Done() }
 
 // Create implements eventlog.Log.
 func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time, opts ...eventlog.CreateOption) (eventlog.ID, error) {
+	if err := s.writable(); err != nil {
+		return eventlog.ID{}, err
+	}
 	if created == nil {
 		return eventlog.ID{}, fmt.Errorf("%w: nil execution.created", eventlog.ErrInvalid)
 	}
@@ -345,7 +239,7 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	if created.Key != "" {
 		_ = b.Set(idemKey(created.Key), id[:], nil)
 	}
-	if err := b.Commit(s.write); err != nil {
+	if err := s.commit(b, s.write); err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: create execution: %w", err)
 	}
 	return id, nil
@@ -446,7 +340,7 @@ func (s *Store) readHeader(id eventlog.ID) (header, error) {
 		return header{}, fmt.Errorf("%w: execution %s", eventlog.ErrNotFound, id)
 	}
 	if err != nil {
-		return header{}, fmt.Errorf("pebblestore: execution %s: read header: %w", id, err)
+		return header{}, s.readErr(id, "header", err)
 	}
 	defer closer.Close()
 	var h header
@@ -517,12 +411,12 @@ func (s *Store) ownHead(e *execution) (uint64, error) {
 	prefix := executionPrefix(tagEvent, e.id)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return 0, fmt.Errorf("pebblestore: execution %s: %w", e.id, err)
+		return 0, s.readErr(e.id, "head", err)
 	}
 	defer it.Close()
 	if !it.Last() {
 		if err := it.Error(); err != nil {
-			return 0, fmt.Errorf("pebblestore: execution %s: read head: %w", e.id, err)
+			return 0, s.readErr(e.id, "head", err)
 		}
 		return 0, nil
 	}
@@ -686,6 +580,9 @@ func (s *Store) AppendUnsynced(ctx context.Context, id eventlog.ID, expectedHead
 // expectedHead+1… and removes the inbox requests numbered take, in one
 // batch committed with wo, under the execution's lock.
 func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64, wo *pebble.WriteOptions, events []eventlog.Event, take []uint64) (uint64, error) {
+	if err := s.writable(); err != nil {
+		return 0, err
+	}
 	if len(events) == 0 {
 		return 0, fmt.Errorf("%w: append of no events to %s", eventlog.ErrInvalid, id)
 	}
@@ -777,7 +674,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		return 0, fmt.Errorf("pebblestore: encode state: %w", err)
 	}
 	_ = b.Set(stateKey(id), sv, nil)
-	if err := b.Commit(wo); err != nil {
+	if err := s.commit(b, wo); err != nil {
 		e.mu.loaded = false
 		return 0, fmt.Errorf("pebblestore: execution %s: append: %w", id, err)
 	}
@@ -807,6 +704,9 @@ func afterEnd(id eventlog.ID, st eventlog.Status, head uint64, events []eventlog
 
 // Fork implements eventlog.Log.
 func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eventlog.ForkCreated, t time.Time) (eventlog.ID, error) {
+	if err := s.writable(); err != nil {
+		return eventlog.ID{}, err
+	}
 	if fc == nil {
 		fc = &eventlog.ForkCreated{}
 	}
@@ -872,7 +772,7 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 		}
 		_ = b.Set(indexKey(id, st.Key, st.Seq), v, nil)
 	}
-	if err := b.Commit(s.write); err != nil {
+	if err := s.commit(b, s.write); err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: fork of %s at seq %d: %w", parent, at, err)
 	}
 	return id, nil
@@ -927,7 +827,7 @@ func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, 
 		UpperBound: eventKey(id, seqEnd(hi)),
 	})
 	if err != nil {
-		return yield(eventlog.Event{}, fmt.Errorf("pebblestore: execution %s: %w", id, err))
+		return yield(eventlog.Event{}, s.readErr(id, "events", err))
 	}
 	defer it.Close()
 	want := lo
@@ -954,7 +854,7 @@ func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, 
 		want++
 	}
 	if err := it.Error(); err != nil {
-		return yield(eventlog.Event{}, fmt.Errorf("pebblestore: execution %s: read: %w", id, err))
+		return yield(eventlog.Event{}, s.readErr(id, "events", err))
 	}
 	if want <= hi {
 		yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")})
@@ -996,7 +896,7 @@ func (s *Store) resourceStates(e *execution, at uint64) ([]eventlog.ResourceStat
 	prefix := executionPrefix(tagIndex, seg.id)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: execution %s: %w", seg.id, err)
+		return nil, s.readErr(seg.id, "index", err)
 	}
 	defer it.Close()
 	var out []eventlog.ResourceState
@@ -1019,7 +919,7 @@ func (s *Store) resourceStates(e *execution, at uint64) ([]eventlog.ResourceStat
 		ok = it.SeekGE(prefixEnd(kp))
 	}
 	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("pebblestore: execution %s: read index: %w", seg.id, err)
+		return nil, s.readErr(seg.id, "index", err)
 	}
 	sortStates(out)
 	return out, nil
@@ -1053,7 +953,7 @@ func (s *Store) scanIndex(id eventlog.ID, key string, lo, hi uint64, yield func(
 		UpperBound: indexKey(id, key, seqEnd(hi)),
 	})
 	if err != nil {
-		return yield(eventlog.ResourceState{}, fmt.Errorf("pebblestore: execution %s: %w", id, err))
+		return yield(eventlog.ResourceState{}, s.readErr(id, "index", err))
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
@@ -1072,7 +972,7 @@ func (s *Store) scanIndex(id eventlog.ID, key string, lo, hi uint64, yield func(
 		}
 	}
 	if err := it.Error(); err != nil {
-		return yield(eventlog.ResourceState{}, fmt.Errorf("pebblestore: execution %s: read index: %w", id, err))
+		return yield(eventlog.ResourceState{}, s.readErr(id, "index", err))
 	}
 	return true
 }
@@ -1083,16 +983,5 @@ func sortStates(states []eventlog.ResourceState) {
 
 // Dir returns the folder the log is in ("" for an in-memory log).
 func (s *Store) Dir() string { return s.dir }
-
-// quietLogger drops Pebble's informational messages and keeps its errors.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
-}
-func (quietLogger) Fatalf(format string, args ...any) {
-	pebble.DefaultLogger.Fatalf(format, args...)
-}
 
 var _ io.Closer = (*Store)(nil)
