@@ -292,6 +292,23 @@ func largest(t *testing.T, f folder, match func(string) bool) string {
 	return name
 }
 
+// newest returns the name of f's newest file that match accepts: Pebble
+// numbers its files in order, so the greatest name is the newest file (for
+// logs, the one being written).
+func newest(t *testing.T, f folder, match func(string) bool) string {
+	t.Helper()
+	name := ""
+	for n := range f {
+		if match(n) && n > name {
+			name = n
+		}
+	}
+	if name == "" {
+		t.Fatalf("no such file among %v", slices.Sorted(maps.Keys(f)))
+	}
+	return name
+}
+
 // A bit flipped anywhere in the table that holds the data is reported as
 // corruption naming the table by the read that meets it; nothing is written.
 func TestDamagedTableBitFlips(t *testing.T) {
@@ -481,8 +498,7 @@ func TestTornTailAfterCrash(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "log")
 	s, img := writeLog(t, dir, true)
 	synced := readFolder(t, dir)
-	wal := largest(t, synced, hasSuffix(".log"))
-	syncedEnd := len(synced[wal])
+	syncedWAL := newest(t, synced, hasSuffix(".log"))
 	var id eventlog.ID
 	for id = range img {
 		break
@@ -500,11 +516,17 @@ func TestTornTailAfterCrash(t *testing.T) {
 	var f folder
 	for {
 		f = readFolder(t, dir)
-		if len(f[wal]) > syncedEnd+32<<10 || time.Now().After(deadline) {
+		if len(f[syncedWAL]) > len(synced[syncedWAL])+32<<10 || newest(t, f, hasSuffix(".log")) != syncedWAL ||
+			time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// A crash tears the tail of the log being written; a log Pebble moved
+	// on from was synced when it did. (The appends may have filled the
+	// memtable, so that Pebble began a new log.)
+	wal := newest(t, f, hasSuffix(".log"))
+	syncedEnd := len(synced[wal]) // 0 for a log begun after the last sync
 	if len(f[wal]) <= syncedEnd {
 		t.Fatalf("the unsynced appends did not reach %s", wal)
 	}
