@@ -150,7 +150,7 @@ func childMain(raw string) int {
 
 // serveTimeout bounds how long a server child waits for its executions to
 // end before it gives up with an error.
-const serveTimeout = 3 * time.Minute
+const serveTimeout = 2 * time.Minute
 
 // serveKey and serveInput are the idempotency key and the input of a
 // server child's i-th execution: every server of a trial starts the same.

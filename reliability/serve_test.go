@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,9 +59,10 @@ func (h *harness) serveConfig(dir, agent string, n, nth int) childConfig {
 	return cfg
 }
 
-// expect runs the n inputs of a server child of agent in this process, one
-// after the other (Start with the same key, Run), on a fresh in-memory
-// store behind an ackLog, and returns their outputs and acks.
+// expect runs the n inputs of a server child of agent in this process
+// (Start with the same keys, then Run each, serveConcurrency at a time) on a
+// fresh in-memory store behind an ackLog, and returns their outputs and
+// acks (in order when n is 1).
 func (h *harness) expect(t *testing.T, agent string, n int) *expectation {
 	t.Helper()
 	ctx := context.Background()
@@ -85,19 +88,37 @@ func (h *harness) expect(t *testing.T, agent string, n int) *expectation {
 	if err := registerAgents(k, newAgentEnv(cfg, nil, true)); err != nil {
 		t.Fatal(err)
 	}
-	exp := &expectation{}
+	exp := &expectation{outputs: make([][]byte, n)}
 	start := time.Now()
+	ids := make([]eventlog.ID, n)
 	for i := range n {
-		id, err := k.Start(ctx, agent, serveInput(task, i), sdk.WithKey(serveKey(i)))
-		if err != nil {
+		if ids[i], err = k.Start(ctx, agent, serveInput(task, i), sdk.WithKey(serveKey(i))); err != nil {
 			t.Fatal(err)
 		}
-		res, err := k.Run(ctx, id)
-		if err != nil {
-			t.Fatalf("uninterrupted run of input %d: %v", i, err)
-		}
-		exp.outputs = append(exp.outputs, res.Output)
-		if agent == "publisher" {
+	}
+	// serveConcurrency runs at a time, as a server would; each its own
+	// uninterrupted dispatch.
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, serveConcurrency)
+	errs := make([]error, n)
+	for i, id := range ids {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			res, err := k.Run(ctx, id)
+			if err != nil {
+				errs[i] = fmt.Errorf("uninterrupted run of input %d: %w", i, err)
+				return
+			}
+			exp.outputs[i] = res.Output
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if agent == "publisher" {
+		for i, id := range ids {
 			files := workspaceFiles(t, cfg, lineage(t, store, id))
 			if exp.files != nil && !maps.Equal(files, exp.files) {
 				t.Fatalf("uninterrupted runs of inputs 0 and %d leave different workspaces", i)
