@@ -8,9 +8,10 @@
 // coder agent of [github.com/forkline/forkline/examples/coder] (and a
 // variant, "publisher", that wraps it between two
 // [github.com/forkline/forkline/sdk.AtMostOnce] tool calls) on a dirfs
-// workspace and a synced, on-disk Pebble log, and SIGKILLs it at a random
-// moment: a random time into the run, just after a random acknowledged
-// append, inside a random checkpoint capture or inside an at-most-once body.
+// workspace and a synced, on-disk Pebble log (with the store's leases, as a
+// real kernel runs), and SIGKILLs it at a random moment: a random time into
+// the run, just after a random acknowledged append, inside a random
+// checkpoint capture or inside an at-most-once body.
 // The scripted model is served by the parent. The child reports each such
 // moment on its standard output, and writes every append the log
 // acknowledged (with a fingerprint of each event's record), and every
