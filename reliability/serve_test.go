@@ -144,23 +144,31 @@ func (h *harness) expect(t *testing.T, agent string, n int) *expectation {
 // (each with an idempotency key) and runs Serve over them; the parent
 // SIGKILLs it after a random acknowledged append plus a random delay, or a
 // random delay into a random at-most-once body. A second child starts the
-// same 20 (finding those the first started) and runs Serve until List shows
-// every one ended. Then every execution completed once per key with the
-// output of an uninterrupted run of its input, every append the first child
-// saw acknowledged is in the log, events written before the kill are
-// unchanged, no at-most-once body ran twice, and the only at-most-once
-// steps resolved as indeterminate are those the kill caught between their
-// start and their outcome.
+// same 20 (finding those the first started, creating the others: a fifth
+// of the kills aim at the first 20 acks, the Creates) and runs Serve until
+// List shows every one ended. Then every execution completed once per key
+// with the output of an uninterrupted run of its input, every append the
+// first child saw acknowledged is in the log, events written before the
+// kill are unchanged, no at-most-once body ran twice, and the only
+// at-most-once steps resolved as indeterminate are those the kill caught
+// between their start and their outcome.
 func TestServeKillAndRecover(t *testing.T) {
 	h := newHarness(t)
 	exp := h.expect(t, "publisher", serveExecutions)
 	n := serveTrials()
 	start := time.Now()
 	h.parallel(t, n, serveWorkers, func(i int, rng *rand.Rand) (string, func(*testing.T)) {
-		plan := &killPlan{trigger: markAck, nth: 1 + rng.IntN(len(exp.acks)), delay: time.Duration(rng.Int64N(int64(2*time.Millisecond) + 1))}
-		if i%3 == 2 {
+		ackDelay := time.Duration(rng.Int64N(int64(2*time.Millisecond) + 1))
+		var plan *killPlan
+		switch i % 5 {
+		case 2, 4:
 			// Into one of the 2×20 at-most-once bodies, each a few ms.
 			plan = &killPlan{trigger: markEffectBegin, nth: 1 + rng.IntN(2*serveExecutions), delay: time.Duration(rng.Int64N(int64(5*time.Millisecond) + 1))}
+		case 3:
+			// Among the 20 Creates: the second server creates the rest.
+			plan = &killPlan{trigger: markAck, nth: 1 + rng.IntN(serveExecutions), delay: ackDelay}
+		default:
+			plan = &killPlan{trigger: markAck, nth: 1 + rng.IntN(len(exp.acks)), delay: ackDelay}
 		}
 		return fmt.Sprintf("%03d-%s", i, plan), func(t *testing.T) { h.serveTrial(t, i, plan, exp) }
 	})
