@@ -8,9 +8,10 @@
 // coder agent of [github.com/forkline/forkline/examples/coder] (and a
 // variant, "publisher", that wraps it between two
 // [github.com/forkline/forkline/sdk.AtMostOnce] tool calls) on a dirfs
-// workspace and a synced, on-disk Pebble log, and SIGKILLs it at a random
-// moment: a random time into the run, just after a random acknowledged
-// append, inside a random checkpoint capture or inside an at-most-once body.
+// workspace and a synced, on-disk Pebble log (with the store's leases, as a
+// real kernel runs), and SIGKILLs it at a random moment: a random time into
+// the run, just after a random acknowledged append, inside a random
+// checkpoint capture or inside an at-most-once body.
 // The scripted model is served by the parent. The child reports each such
 // moment on its standard output, and writes every append the log
 // acknowledged (with a fingerprint of each event's record), and every
@@ -39,9 +40,45 @@
 // manifest yet — and kill it there, so those kills land inside a capture
 // for certain; the others kill at a random moment of a capture.
 //
-// Trials run three at a time: 100 of TestKillAndResume and 12 of
-// TestKillDuringCapture by default (25 and 6 with -short). The flag
-// -reliability.trials=N sets the first number (the second is N/8);
+// # Recovering through Serve
+//
+// TestServeKillAndRecover checks DESIGN §9 "Recovery": a child starts 20
+// publisher executions, each with an idempotency key
+// ([github.com/forkline/forkline/sdk.WithKey]), and runs
+// [github.com/forkline/forkline/sdk.Kernel.Serve] over them, four at a time,
+// on a log that keeps the store's leases. The parent SIGKILLs it after a
+// random acknowledged append plus a random delay, or a random delay into a
+// random at-most-once body. A second child starts the same 20 — finding
+// those the first created, creating those it had not — and runs Serve until
+// List shows every one ended; it is not killed. Then:
+//
+//   - every append the first child saw acknowledged is in the log left by
+//     the kill, and every append the second saw is in the final log;
+//   - the log holds one execution per key, of its input, each completed
+//     with the output and workspace of an uninterrupted run of that input
+//     (run beforehand in the test process on an in-memory store);
+//   - no event written before the kill changed;
+//   - no at-most-once body ran twice, one whose step succeeded ran once, and
+//     the steps resolved as indeterminate are exactly those the kill left
+//     started without an outcome.
+//
+// TestChildKillAndResume checks child executions (DESIGN §9): a child runs
+// a caller execution whose handler runs a publisher as its child
+// ([github.com/forkline/forkline/sdk.Agent.Call]) and is SIGKILLed while the
+// child runs: frozen inside one of the child's at-most-once bodies, or just
+// after a random acknowledged append of the child. A second child runs
+// Serve until the caller has ended. Exactly one child execution exists for
+// the call (List with Filter{Caller}), the caller records one child step
+// that succeeded once, both outputs are those of an uninterrupted run (the
+// caller's holding the child's), and the checks above hold for both.
+//
+// # Trials
+//
+// Trials run three at a time (server trials two at a time): 100 of
+// TestKillAndResume, 12 of TestKillDuringCapture, 10 of
+// TestServeKillAndRecover and 5 of TestChildKillAndResume by default (25, 6,
+// 3 and 3 with -short). The flag -reliability.trials=N sets the first number
+// (the others are N/8, N/10 and N/20, at least 6, 3 and 3);
 // -reliability.seed fixes the kill plans; -reliability.keep keeps every
 // trial's folder (a failed trial's folder is always kept and logged).
 //

@@ -70,6 +70,14 @@ type childConfig struct {
 	// capture (at dirfs's first context check of the walk) after the
 	// marker capture-paused, so that a kill lands there for certain.
 	PauseInCapture int
+	// PauseInEffect, when n > 0, freezes the child inside its n-th
+	// at-most-once body (before its effect) after the marker effect-paused.
+	PauseInEffect int
+	// Serve, when n > 0, makes the child a server (serveMain): it starts n
+	// executions of Agent with idempotency keys (serveKey, serveInput) and
+	// runs Serve with Concurrency until every one of them has ended.
+	Serve       int
+	Concurrency int
 }
 
 // The child's progress markers, one per line on its standard output.
@@ -81,12 +89,16 @@ const (
 	markCapturePaused = "capture-paused" // … and the child froze there (PauseInCapture)
 	markCaptureEnd    = "capture-end"    // … and returned
 	markEffectBegin   = "effect-begin"   // an at-most-once body starts
+	markEffectPaused  = "effect-paused"  // … and the child froze there, before the effect (PauseInEffect)
 	markEffectEnd     = "effect-end"     // … and its effect is durable
-	markDone          = "done"           // Run returned
+	markStarted       = "started"        // a server's Starts returned (Serve comes next)
+	markDone          = "done"           // Run returned; a server's executions all ended
 )
 
-// childMain runs one execution as the harness's child and returns the exit
-// status. It is killed, usually, before it returns.
+// childMain runs one execution (or, with Serve, serveMain) as the harness's
+// child and returns the exit status. It is killed, usually, before it
+// returns. Its log is the Pebble store behind an ackLog, with the store's
+// leases.
 func childMain(raw string) int {
 	var cfg childConfig
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
@@ -109,7 +121,7 @@ func childMain(raw string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
 	}
-	k, err := sdk.New(&ackLog{IndexedLog: store, side: acks, mark: mark})
+	k, err := sdk.New(&leasedAckLog{ackLog: &ackLog{IndexedLog: store, side: acks, mark: mark}, Leaser: store})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
@@ -120,6 +132,9 @@ func childMain(raw string) int {
 	}
 	ctx := context.Background()
 	mark(markReady)
+	if cfg.Serve > 0 {
+		return serveMain(ctx, k, cfg, mark)
+	}
 	id, err := k.Start(ctx, cfg.Agent, coder.Input{Task: cfg.Task})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: start:", err)
@@ -127,6 +142,76 @@ func childMain(raw string) int {
 	}
 	if _, err := k.Run(ctx, id); err != nil {
 		fmt.Fprintln(os.Stderr, "child: run:", err)
+		return 3
+	}
+	mark(markDone)
+	return 0
+}
+
+// serveTimeout bounds how long a server child waits for its executions to
+// end before it gives up with an error.
+const serveTimeout = 2 * time.Minute
+
+// serveKey and serveInput are the idempotency key and the input of a
+// server child's i-th execution: every server of a trial starts the same.
+func serveKey(i int) string { return fmt.Sprintf("serve-%02d", i) }
+
+func serveInput(task string, i int) coder.Input {
+	return coder.Input{Task: fmt.Sprintf("%s (#%02d)", task, i)}
+}
+
+// serveMain starts cfg.Serve executions of cfg.Agent with their keys (a
+// second server finds those the first started, and starts the others), then
+// runs Serve until List shows every one of them ended, and returns.
+func serveMain(ctx context.Context, k *sdk.Kernel, cfg childConfig, mark func(string)) int {
+	want := map[eventlog.ID]bool{}
+	for i := range cfg.Serve {
+		id, err := k.Start(ctx, cfg.Agent, serveInput(cfg.Task, i), sdk.WithKey(serveKey(i)))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: start:", err)
+			return 3
+		}
+		want[id] = true
+	}
+	mark(markStarted)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() {
+		served <- k.Serve(sctx, sdk.Concurrency(cfg.Concurrency), sdk.PollEvery(50*time.Millisecond))
+	}()
+	timeout := time.After(serveTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	terminal := []eventlog.Status{eventlog.StatusCompleted, eventlog.StatusFailed, eventlog.StatusCancelled}
+	for {
+		ended, err := k.List(ctx, sdk.Filter{Agent: cfg.Agent, Status: terminal})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: list:", err)
+			return 3
+		}
+		n := 0
+		for _, info := range ended {
+			if want[info.ID] {
+				n++
+			}
+		}
+		if n == len(want) {
+			break
+		}
+		select {
+		case err := <-served:
+			fmt.Fprintf(os.Stderr, "child: Serve returned with %d of %d executions ended: %v\n", n, len(want), err)
+			return 3
+		case <-timeout:
+			fmt.Fprintf(os.Stderr, "child: %d of %d executions ended after %v\n", n, len(want), serveTimeout)
+			return 3
+		case <-tick.C:
+		}
+	}
+	stop()
+	if err := <-served; !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "child: Serve:", err)
 		return 3
 	}
 	mark(markDone)
@@ -141,6 +226,11 @@ func childMain(raw string) int {
 // C for Create, A for a synced Append, U for AppendUnsynced. The fingerprint
 // is a hash of the event's record, so the parent can check that the very
 // event is stored.
+//
+// A Create with an idempotency key may return an execution created earlier
+// (by a process since killed): what is recorded then is the stored
+// execution.created, after checking that it is of the same agent, key and
+// input.
 type ackLog struct {
 	eventlog.IndexedLog
 	side *os.File
@@ -148,12 +238,37 @@ type ackLog struct {
 	mu   sync.Mutex
 }
 
+// leasedAckLog is an ackLog that keeps the store's leases, so that the
+// child's kernel owns what it runs through the store, as a real one does.
+type leasedAckLog struct {
+	*ackLog
+	eventlog.Leaser
+}
+
 func (a *ackLog) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time, opts ...eventlog.CreateOption) (eventlog.ID, error) {
 	id, err := a.IndexedLog.Create(ctx, created, at, opts...)
-	if err == nil {
-		err = a.record('C', id, []eventlog.Event{{Seq: 1, Time: at, Data: created}})
+	if err != nil {
+		return id, err
 	}
-	return id, err
+	ev := eventlog.Event{Seq: 1, Time: at, Data: created}
+	if created.Key != "" {
+		if ev, err = a.firstEvent(ctx, id); err != nil {
+			return id, err
+		}
+		got, ok := ev.Data.(*eventlog.ExecutionCreated)
+		if !ok || got.Agent != created.Agent || got.Key != created.Key || !bytes.Equal(got.Input, created.Input) {
+			return id, fmt.Errorf("keyed create of %q returned %s, whose first event is %+v", created.Key, id, ev.Data)
+		}
+	}
+	return id, a.record('C', id, []eventlog.Event{ev})
+}
+
+// firstEvent reads event 1 of id.
+func (a *ackLog) firstEvent(ctx context.Context, id eventlog.ID) (eventlog.Event, error) {
+	for ev, err := range a.IndexedLog.Events(ctx, id, 1) {
+		return ev, err
+	}
+	return eventlog.Event{}, fmt.Errorf("execution %s has no events", id)
 }
 
 func (a *ackLog) Append(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
@@ -274,6 +389,8 @@ type agentEnv struct {
 	mark     func(string) // progress markers; a no-op in the parent
 	pauseAt  int          // freeze inside this capture (childConfig.PauseInCapture)
 	captures atomic.Int64 // captures so far, over every dispatch
+	pauseFx  int          // freeze inside this at-most-once body (childConfig.PauseInEffect)
+	bodies   atomic.Int64 // at-most-once bodies begun so far
 }
 
 // newAgentEnv returns the agents' environment for cfg. The child's dirfs
@@ -288,6 +405,7 @@ func newAgentEnv(cfg childConfig, mark func(string), noSync bool) *agentEnv {
 		effects: cfg.Effects,
 		mark:    mark,
 		pauseAt: cfg.PauseInCapture,
+		pauseFx: cfg.PauseInEffect,
 	}
 }
 
@@ -350,9 +468,19 @@ type publishArgs struct {
 	Note string `json:"note"`
 }
 
-// registerAgents registers "coder" (the example agent) and "publisher" (the
+// callerOutput is the caller agent's output: its child's and the outcome
+// of its own at-most-once publish call after the child.
+type callerOutput struct {
+	Child     publisherOutput `json:"child"`
+	Published string          `json:"published"`
+}
+
+// registerAgents registers "coder" (the example agent), "publisher" (the
 // coder between two at-most-once publish calls, whose bodies append one
-// line per effect to the effects file and fsync it before returning).
+// line per effect to the effects file and fsync it before returning; the
+// notes name the task, so that outputs differ by input) and "caller" (a
+// publisher run as its child execution with Agent.Call, then a publish of
+// its own).
 func registerAgents(k *sdk.Kernel, e *agentEnv) error {
 	inner := coder.Handler(e.newDriver, e.model)
 	if _, err := sdk.Register(k, "coder", inner); err != nil {
@@ -360,6 +488,12 @@ func registerAgents(k *sdk.Kernel, e *agentEnv) error {
 	}
 	publish := sdk.DefineTool("publish", func(ctx context.Context, a publishArgs) (string, error) {
 		e.mark(markEffectBegin)
+		if n := e.bodies.Add(1); int(n) == e.pauseFx {
+			e.mark(markEffectPaused)
+			for {
+				time.Sleep(time.Hour)
+			}
+		}
 		key := sdk.IdempotencyKey(ctx)
 		if err := appendLine(e.effects, key+" "+a.Note); err != nil {
 			return "", err
@@ -377,9 +511,9 @@ func registerAgents(k *sdk.Kernel, e *agentEnv) error {
 		}
 		return "", err
 	}
-	_, err := sdk.Register(k, "publisher", func(ctx context.Context, in coder.Input) (publisherOutput, error) {
+	publisher, err := sdk.Register(k, "publisher", func(ctx context.Context, in coder.Input) (publisherOutput, error) {
 		var out publisherOutput
-		p, err := call(ctx, "before")
+		p, err := call(ctx, "before: "+in.Task)
 		if err != nil {
 			return out, err
 		}
@@ -389,11 +523,24 @@ func registerAgents(k *sdk.Kernel, e *agentEnv) error {
 			return out, err
 		}
 		out.Answer = res.Answer
-		if p, err = call(ctx, "after"); err != nil {
+		if p, err = call(ctx, "after: "+in.Task); err != nil {
 			return out, err
 		}
 		out.Published = append(out.Published, p)
 		return out, nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = sdk.Register(k, "caller", func(ctx context.Context, in coder.Input) (callerOutput, error) {
+		var out callerOutput
+		child, err := publisher.Call(ctx, in)
+		if err != nil {
+			return out, err
+		}
+		out.Child = child
+		out.Published, err = call(ctx, "caller: "+in.Task)
+		return out, err
 	})
 	return err
 }
@@ -428,6 +575,7 @@ type killPlan struct {
 	nth     int
 	delay   time.Duration
 	pause   int // childConfig.PauseInCapture
+	pauseFx int // childConfig.PauseInEffect
 }
 
 func (p *killPlan) String() string {
@@ -436,6 +584,8 @@ func (p *killPlan) String() string {
 		return "no kill"
 	case p.pause > 0:
 		return fmt.Sprintf("inside-capture#%d", p.pause)
+	case p.pauseFx > 0:
+		return fmt.Sprintf("inside-effect#%d", p.pauseFx)
 	}
 	return fmt.Sprintf("%s#%d+%v", p.trigger, p.nth, p.delay.Round(time.Microsecond))
 }
@@ -471,6 +621,7 @@ func (r childRun) last() string {
 func spawn(cfg childConfig, plan *killPlan) (childRun, error) {
 	if plan != nil {
 		cfg.PauseInCapture = plan.pause
+		cfg.PauseInEffect = plan.pauseFx
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {

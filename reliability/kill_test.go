@@ -278,17 +278,26 @@ const trialWorkers = 3
 // runTrials runs n trials, trialWorkers at a time, each a subtest named by
 // its number, scenario and kill plan.
 func (h *harness) runTrials(t *testing.T, n int, scenarioOf func(i int) scenario) {
+	h.parallel(t, n, trialWorkers, func(i int, rng *rand.Rand) (string, func(*testing.T)) {
+		sc := scenarioOf(i)
+		plan := h.plan(sc, rng)
+		return fmt.Sprintf("%03d-%s-%s", i, sc.name, plan), func(t *testing.T) {
+			h.trial(t, sc, i, plan, rng)
+		}
+	})
+}
+
+// parallel runs n subtests, workers at a time. trial(i, rng) names the i-th
+// and returns its body; rng is drawn from the harness's seed and i, so that
+// -reliability.seed replays every trial.
+func (h *harness) parallel(t *testing.T, n, workers int, trial func(i int, rng *rand.Rand) (string, func(*testing.T))) {
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range trialWorkers {
+	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				sc := scenarioOf(i)
-				rng := rand.New(rand.NewPCG(uint64(h.seed), uint64(i)))
-				plan := h.plan(sc, rng)
-				t.Run(fmt.Sprintf("%03d-%s-%s", i, sc.name, plan), func(t *testing.T) {
-					h.trial(t, sc, i, plan, rng)
-				})
+				name, body := trial(i, rand.New(rand.NewPCG(uint64(h.seed), uint64(i))))
+				t.Run(name, body)
 			}
 		})
 	}
@@ -424,6 +433,14 @@ func (h *harness) checkOutput(t *testing.T, sc scenario, events []eventlog.Event
 		}
 		return
 	}
+	h.checkPublisherOutput(t, want, events, out)
+}
+
+// checkPublisherOutput compares a publisher execution's output with want:
+// equal, except that a publish whose at-most-once step was resolved as
+// indeterminate in events reports so.
+func (h *harness) checkPublisherOutput(t *testing.T, want []byte, events []eventlog.Event, out []byte) {
+	t.Helper()
 	var got, exp publisherOutput
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("output %s: %v", out, err)
