@@ -184,7 +184,7 @@ func (k *kernelState) apply(ev eventlog.Event) {
 			r.covered = true
 		}
 		r.count = 0
-	case *eventlog.ExecutionCompleted, *eventlog.ExecutionFailed:
+	case *eventlog.ExecutionCompleted, *eventlog.ExecutionFailed, *eventlog.ExecutionCancelled:
 		k.status = done
 	case *eventlog.ForkCreated:
 		for _, s := range p.Selections {
@@ -299,6 +299,7 @@ func (w *World) Actions() map[string]func(*rapid.T) {
 		"fail":     w.actFail,
 		"fork":     w.actFork,
 		"sleep":    w.actSleep,
+		"cancel":   w.actCancel,
 	}
 }
 
@@ -777,6 +778,26 @@ func (w *World) actFail(t *rapid.T) {
 		return
 	}
 	w.write(t, e, stage(e, &eventlog.ExecutionFailed{Error: "handler failed", Code: eventlog.FailHandler}))
+}
+
+// actCancel is a durable cancel (DESIGN §9, §8½) of an execution that has
+// not ended: its request lands in the lineage (execution.cancel_requested);
+// the bodies running in its dispatch see their context cancelled and end
+// step.cancelled, counted like any ended attempt, with the captures that
+// makes due; and the execution ends execution.cancelled, with no completion
+// capture. An idle execution (pending, parked, interrupted) is cancelled at
+// once by the requester: its orphans stay in flight.
+func (w *World) actCancel(t *rapid.T) {
+	e := w.pick(t, "cancel", func(e *Exec) bool { return e.k.status != done && len(e.Lineage.Events) < maxEvents })
+	if e == nil {
+		return
+	}
+	w.write(t, e, stage(e, &eventlog.CancelRequested{Reason: "stop", By: "test"}))
+	for _, id := range slices.Clone(e.k.live) {
+		w.runBody(t, e, id)
+		w.write(t, e, w.land(t, e, &eventlog.StepCancelled{StepID: id}, id)...)
+	}
+	w.write(t, e, stage(e, &eventlog.ExecutionCancelled{Reason: "stop"}))
 }
 
 // actFork forks any execution at any of its events, including a

@@ -67,6 +67,7 @@ func TestGeneratorCoversTheCases(t *testing.T) {
 		"capture steps", "capture completion", "capture baseline", "capture failed",
 		"indeterminate", "indeterminate after cancel", "retry", "cancelled", "denied", "bound from ref", "undeclared change",
 		"retried attempt", "abandoned", "child step", "parked", "timer fired",
+		"execution cancelled", "fork of a cancelled execution",
 	} {
 		if seen[k] == 0 {
 			t.Errorf("no generated world has a %q", k)
@@ -86,6 +87,12 @@ func census(w *World) map[string]int {
 			if e.Parent.Parent != nil && e.At <= e.Parent.At {
 				c["fork of fork in shared prefix"]++
 			}
+			for _, ev := range e.Parent.Lineage.Events[:e.At] {
+				if ev.Kind() == eventlog.KindCancelRequested {
+					c["fork of a cancelled execution"]++
+					break
+				}
+			}
 		}
 		events := e.Lineage.Events
 		for i, ev := range events {
@@ -96,6 +103,8 @@ func census(w *World) map[string]int {
 					c["capture "+string(p.Reason)]++
 				case *eventlog.ResourceCaptureFailed:
 					c["capture failed"]++
+				case *eventlog.ExecutionCancelled:
+					c["execution cancelled"]++
 				case *eventlog.StepAbandoned:
 					c["abandoned"]++
 				case *eventlog.DispatchParked:
