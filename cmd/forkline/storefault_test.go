@@ -106,11 +106,12 @@ func TestReadOnlyMount(t *testing.T) {
 }
 
 // A log folder the user may not read is reported as permission denied,
-// not as a log in use by another process. Root reads anything: the test
-// needs another user.
+// not as a log in use by another process. Root reads anything: as root the
+// test runs itself again as the user nobody (uid 65534).
 func TestPermissionDenied(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("root ignores permission bits")
+		runAsNobody(t, "TestPermissionDenied")
+		return
 	}
 	f := newFixture(t)
 	if err := os.Chmod(logDir(f.dir), 0o500); err != nil { // no writes: Pebble's LOCK cannot be created
@@ -175,5 +176,36 @@ func TestTimelineTarget(t *testing.T) {
 		if b, err := os.ReadFile(target); err != nil || !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) {
 			t.Errorf("%s: not the page: %.40q, %v", target, b, err)
 		}
+	}
+}
+
+// runAsNobody runs the test named test in a copy of this test binary as the
+// user nobody, with a temporary folder that user may write, and fails t if
+// it does not pass there (a skip there is a failure).
+func runAsNobody(t *testing.T, test string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "forkline-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "forkline.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir, "HOME="+dir, "GOCACHE="+filepath.Join(dir, "cache"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("%s as the user nobody: %v\n%s", test, err, out)
 	}
 }
