@@ -84,3 +84,29 @@ func (e *CorruptionError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrCorrupt.
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
+// StepID returns the StepID an event is about: that of a step.* event or an
+// approval.* event, "" for any other kind.
+func (e Event) StepID() string {
+	switch p := e.Data.(type) {
+	case *StepStarted:
+		return p.StepID
+	case *StepSucceeded:
+		return p.StepID
+	case *StepFailed:
+		return p.StepID
+	case *StepCancelled:
+		return p.StepID
+	case *StepDenied:
+		return p.StepID
+	case *StepAbandoned:
+		return p.StepID
+	case *ApprovalRequested:
+		return p.StepID
+	case *ApprovalGranted:
+		return p.StepID
+	case *ApprovalRejected:
+		return p.StepID
+	}
+	return ""
+}

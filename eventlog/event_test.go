@@ -71,3 +71,22 @@ func TestSentinels(t *testing.T) {
 		}
 	}
 }
+
+// TestEventStepID: step.* and approval.* events name their step; no other
+// event does.
+func TestEventStepID(t *testing.T) {
+	for _, p := range []eventlog.Payload{
+		&eventlog.StepStarted{StepID: "s"}, &eventlog.StepSucceeded{StepID: "s"}, &eventlog.StepFailed{StepID: "s"},
+		&eventlog.StepCancelled{StepID: "s"}, &eventlog.StepDenied{StepID: "s"}, &eventlog.StepAbandoned{StepID: "s"},
+		&eventlog.ApprovalRequested{StepID: "s"}, &eventlog.ApprovalGranted{StepID: "s"}, &eventlog.ApprovalRejected{StepID: "s"},
+	} {
+		if got := (eventlog.Event{Data: p}).StepID(); got != "s" {
+			t.Errorf("%s: StepID %q", p.Kind(), got)
+		}
+	}
+	for _, p := range []eventlog.Payload{&eventlog.DispatchStarted{Dispatch: 1}, &eventlog.TimerStarted{TimerID: "s"}, &eventlog.ExecutionCompleted{}, nil} {
+		if got := (eventlog.Event{Data: p}).StepID(); got != "" {
+			t.Errorf("%v: StepID %q, want none", p, got)
+		}
+	}
+}

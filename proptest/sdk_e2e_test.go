@@ -679,7 +679,7 @@ func checkSDKLineage(t *rapid.T, log *recLog, k *sdk.Kernel, id, parent eventlog
 		if _, ok := ev.Data.(*eventlog.DispatchStarted); ok {
 			recorded, startedHere = maps.Clone(final), map[string]bool{}
 		}
-		if sid := stepIDOf(ev); sid != "" {
+		if sid := ev.StepID(); sid != "" {
 			if recorded[sid] {
 				fail("seq %d (%s): the dispatch appended an event for step %s, whose recorded outcome replays", n, describe(ev), sid)
 			}
@@ -721,19 +721,3 @@ func checkSDKLineage(t *rapid.T, log *recLog, k *sdk.Kernel, id, parent eventlog
 	}
 }
 
-// stepIDOf returns the StepID of a step event, "" for another event.
-func stepIDOf(ev eventlog.Event) string {
-	switch p := ev.Data.(type) {
-	case *eventlog.StepStarted:
-		return p.StepID
-	case *eventlog.StepSucceeded:
-		return p.StepID
-	case *eventlog.StepFailed:
-		return p.StepID
-	case *eventlog.StepCancelled:
-		return p.StepID
-	case *eventlog.StepDenied:
-		return p.StepID
-	}
-	return ""
-}

@@ -191,28 +191,12 @@ func TestIdenticalCallsInOneDispatch(t *testing.T) {
 	args := []byte("7")
 	first, second := sdk.StepID(eventlog.StepTool, "touch", args, 0), sdk.StepID(eventlog.StepTool, "touch", args, 1)
 	for seq, want := range map[int]string{5: first, 6: first, 7: second, 9: second, 10: second} {
-		if got := stepIDOf(evs[seq-1]); got != want {
+		if got := evs[seq-1].StepID(); got != want {
 			t.Errorf("seq %d is of step %s, want %s", seq, got, want)
 		}
 	}
 }
 
-// stepIDOf returns the StepID of a step event.
-func stepIDOf(ev eventlog.Event) string {
-	switch p := ev.Data.(type) {
-	case *eventlog.StepStarted:
-		return p.StepID
-	case *eventlog.StepSucceeded:
-		return p.StepID
-	case *eventlog.StepFailed:
-		return p.StepID
-	case *eventlog.StepCancelled:
-		return p.StepID
-	case *eventlog.StepDenied:
-		return p.StepID
-	}
-	return ""
-}
 
 // DESIGN §5: a denied call that names a resource in Affects never runs,
 // never counts and advances nothing: with EverySteps 2 the capture comes

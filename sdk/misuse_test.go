@@ -276,18 +276,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func TestTwoKernelsOneStore(t *testing.T) {
 	ctx := context.Background()
 	store := newStore(t)
-	entered, release := make(chan struct{}), make(chan struct{})
-	var runs atomic.Int64
-	register := func(k *sdk.Kernel) {
-		charge := sdk.DefineTool("charge", func(ctx context.Context, n int) (int, error) {
-			if runs.Add(1) == 1 {
-				close(entered)
-				<-release
-			}
-			return n, nil
-		}, sdk.AtMostOnce())
-		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) { return charge.Call(ctx, 7) })
-	}
+	entered, release, runs, register := heldCharge()
 	kA := newKernel(t, store, register, sdk.WithOwner("A"))
 	kB := newKernel(t, store, register, sdk.WithOwner("B"))
 	id, _ := kA.Start(ctx, "a", none{})
@@ -319,6 +308,24 @@ func TestTwoKernelsOneStore(t *testing.T) {
 	}
 }
 
+// heldCharge registers agent "a", which calls the at_most_once tool
+// "charge" once; the first body closes entered and waits for release, and
+// runs counts the bodies.
+func heldCharge() (entered, release chan struct{}, runs *atomic.Int64, register func(*sdk.Kernel)) {
+	entered, release, runs = make(chan struct{}), make(chan struct{}), new(atomic.Int64)
+	register = func(k *sdk.Kernel) {
+		charge := sdk.DefineTool("charge", func(ctx context.Context, n int) (int, error) {
+			if runs.Add(1) == 1 {
+				close(entered)
+				<-release
+			}
+			return n, nil
+		}, sdk.AtMostOnce())
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) { return charge.Call(ctx, 7) })
+	}
+	return entered, release, runs, register
+}
+
 // stalledLeases is a store whose renewals fail as if the kernel were
 // partitioned from it: its lease lapses while its body runs.
 type stalledLeases struct{ *pebblestore.Store }
@@ -334,18 +341,7 @@ func (s stalledLeases) Renew(context.Context, eventlog.Lease, time.Duration) (ev
 func TestLeaseTakeoverFences(t *testing.T) {
 	ctx := context.Background()
 	store := newStore(t)
-	entered, release := make(chan struct{}), make(chan struct{})
-	var runs atomic.Int64
-	register := func(k *sdk.Kernel) {
-		charge := sdk.DefineTool("charge", func(ctx context.Context, n int) (int, error) {
-			if runs.Add(1) == 1 {
-				close(entered)
-				<-release
-			}
-			return n, nil
-		}, sdk.AtMostOnce())
-		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) { return charge.Call(ctx, 7) })
-	}
+	entered, release, runs, register := heldCharge()
 	kA := newKernel(t, stalledLeases{store}, register, sdk.WithOwner("A"), sdk.WithLeaseTTL(30*time.Millisecond))
 	kB := newKernel(t, store, register, sdk.WithOwner("B"))
 	id, _ := kA.Start(ctx, "a", none{})
@@ -366,6 +362,9 @@ func TestLeaseTakeoverFences(t *testing.T) {
 	close(release)
 	if err := <-done; !errors.Is(err, eventlog.ErrLeaseLost) {
 		t.Fatalf("stalled kernel's Run = %v, want ErrLeaseLost", err)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("the at_most_once body ran %d times, want once", runs.Load())
 	}
 	want := []string{"created a", "dispatch 1", "started tool charge at_most_once",
 		"dispatch 2", "failed indeterminate", "execution_failed handler"}

@@ -80,23 +80,15 @@ func (s *Store) loadInboxLocked(e *execution) error {
 // withInbox runs f on id's execution under its lock, loaded and with its
 // inbox read.
 func (s *Store) withInbox(ctx context.Context, id eventlog.ID, f func(*execution) error) error {
-	if err := s.enter(ctx); err != nil {
-		return err
-	}
-	defer s.leave()
-	e, err := s.execution(id)
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := s.loadLocked(e); err != nil {
-		return err
-	}
-	if err := s.loadInboxLocked(e); err != nil {
-		return err
-	}
-	return f(e)
+	return s.withExecution(ctx, id, func(e *execution) error {
+		if err := s.loadLocked(e); err != nil {
+			return err
+		}
+		if err := s.loadInboxLocked(e); err != nil {
+			return err
+		}
+		return f(e)
+	})
 }
 
 // Request implements eventlog.Inbox. The request is synced (unless the

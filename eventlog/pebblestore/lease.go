@@ -59,6 +59,11 @@ func (s *Store) Holder(ctx context.Context, id eventlog.ID) (eventlog.Lease, boo
 
 // withLease runs f on id's lease state under the execution's lock.
 func (s *Store) withLease(ctx context.Context, id eventlog.ID, f func(*eventlog.LeaseState) error) error {
+	return s.withExecution(ctx, id, func(e *execution) error { return f(&e.mu.lease) })
+}
+
+// withExecution runs f on id's execution under its lock.
+func (s *Store) withExecution(ctx context.Context, id eventlog.ID, f func(*execution) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -69,5 +74,5 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, f func(*eventlog.
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return f(&e.mu.lease)
+	return f(e)
 }
