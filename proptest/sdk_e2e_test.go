@@ -720,4 +720,3 @@ func checkSDKLineage(t *rapid.T, log *recLog, k *sdk.Kernel, id, parent eventlog
 		fail("the log saw %d appended events, the lineage has %d own ones after the first", seqs, own)
 	}
 }
-

@@ -197,7 +197,6 @@ func TestIdenticalCallsInOneDispatch(t *testing.T) {
 	}
 }
 
-
 // DESIGN §5: a denied call that names a resource in Affects never runs,
 // never counts and advances nothing: with EverySteps 2 the capture comes
 // after the second touch, of the generation the two touches made, and
