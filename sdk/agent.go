@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/forkline/forkline/eventlog"
@@ -179,8 +180,8 @@ type childArgs struct {
 // or else by this kernel in the background — never by the parent's body,
 // which only waits. Cancelling the parent cancels the child.
 //
-// The parent waits with a goroutine: parking a long wait (sdk.ParkAfter)
-// is not built yet.
+// A wait longer than ParkAfter parks the parent's dispatch (Run returns
+// ErrWaiting) until the child has ended.
 func (a *Agent[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	var zero Out
 	if a == nil {
@@ -213,7 +214,13 @@ func (a *Agent[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 				// says they do. Its outcome is read by Wait below.
 				_, _ = a.k.Run(context.Background(), id)
 			}()
-			return a.Wait(bctx, id)
+			wctx, cancel := context.WithTimeout(bctx, a.k.parkAfter)
+			defer cancel()
+			out, err := a.Wait(wctx, id)
+			if err != nil && bctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && wctx.Err() != nil {
+				return zero, &parkError{reason: eventlog.ParkChild, what: "child " + id.String()}
+			}
+			return out, err
 		})
 }
 

@@ -38,6 +38,12 @@ var ErrIndeterminate = errors.New("sdk: outcome of an at_most_once call is indet
 // It is eventlog.ErrInvalid, so both packages classify alike.
 var ErrInvalid = eventlog.ErrInvalid
 
+// ErrWaiting is wrapped by the error of a call made after its dispatch
+// parked, and by Run's error for a dispatch that parked (DESIGN §9, §10):
+// the execution is waiting — for a child, today — and Serve dispatches it
+// again when what it waits for has happened.
+var ErrWaiting = errors.New("sdk: execution is waiting")
+
 // ErrNestedStep is returned when a tool or local step is called from inside
 // the body of another step: bodies are the unit of replay and do not nest.
 var ErrNestedStep = errors.New("sdk: steps do not nest")

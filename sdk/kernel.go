@@ -30,9 +30,10 @@ type Kernel struct {
 
 	// owner names this kernel in the store's leases (eventlog.Leaser);
 	// leaseTTL is how long a claim lasts unless renewed.
-	owner    string
-	leaseTTL time.Duration
-	logger   *slog.Logger // WithLogger; discards by default
+	owner     string
+	leaseTTL  time.Duration
+	logger    *slog.Logger  // WithLogger; discards by default
+	parkAfter time.Duration // ParkAfter
 
 	// wake is signalled (without blocking) when work may be waiting for
 	// Serve: a Start, a Cancel, an ended Run.
@@ -102,6 +103,25 @@ func WithLeaseTTL(d time.Duration) Option {
 	}
 }
 
+// DefaultParkAfter is how long a handler waits for a child before its
+// dispatch parks.
+const DefaultParkAfter = time.Minute
+
+// ParkAfter sets how long a handler's wait for a child execution
+// (Agent.Call) may last before the dispatch parks (default
+// DefaultParkAfter): it records dispatch.parked, the execution is
+// waiting and costs no goroutine, and Serve dispatches it again once the
+// child has ended; the replayed call then finds the same child.
+func ParkAfter(d time.Duration) Option {
+	return func(k *Kernel) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: ParkAfter %v; it must be positive", ErrInvalid, d)
+		}
+		k.parkAfter = d
+		return nil
+	}
+}
+
 // defaultOwner names a kernel uniquely: host, process and a random suffix.
 func defaultOwner() string {
 	host, err := os.Hostname()
@@ -135,7 +155,7 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 		return nil, fmt.Errorf("%w: nil log", ErrInvalid)
 	}
 	k := &Kernel{log: log, now: time.Now, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL,
-		logger: slog.New(slog.DiscardHandler)}
+		logger: slog.New(slog.DiscardHandler), parkAfter: DefaultParkAfter}
 	k.mu.agents = make(map[string]registered)
 	k.wake = make(chan struct{}, 1)
 	k.mu.running = make(map[eventlog.ID]bool)

@@ -370,3 +370,68 @@ func TestChildSurvivesParentCrash(t *testing.T) {
 		t.Fatalf("child handler ran %d times", childRuns.Load())
 	}
 }
+
+// TestChildParksParent: a wait for a child longer than ParkAfter parks the
+// parent's dispatch — dispatch.parked, status waiting, Run returns
+// ErrWaiting and every later call of that dispatch does too — and Serve
+// dispatches the parent again once the child has ended: the replayed call
+// finds the same child, and the parent completes with its output.
+func TestChildParksParent(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	k := newKernel(t, store, func(*sdk.Kernel) {}, sdk.ParkAfter(30*time.Millisecond))
+	release := make(chan struct{})
+	var childRuns, after atomic.Int64
+	child, _ := sdk.Register(k, "child", func(ctx context.Context, n int) (int, error) {
+		childRuns.Add(1)
+		<-release
+		return n * 2, nil
+	})
+	var lateErr error
+	parent, _ := sdk.Register(k, "parent", func(ctx context.Context, n int) (int, error) {
+		r, err := child.Call(ctx, n)
+		if err != nil {
+			_, lateErr = sdk.Step(ctx, "after", func(context.Context) (int, error) { after.Add(1); return 0, nil })
+			return 0, err
+		}
+		return r + 1, nil
+	})
+	id, _ := parent.Start(ctx, 20)
+	if _, err := parent.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run = %v, want ErrWaiting", err)
+	}
+	if !errors.Is(lateErr, sdk.ErrWaiting) || after.Load() != 0 {
+		t.Fatalf("a call after the dispatch parked = %v (ran %d), want ErrWaiting", lateErr, after.Load())
+	}
+	want := []string{"created parent", "dispatch 1", "started child child", "dispatch.parked"}
+	if diff := cmp.Diff(want, describeAll(events(t, k, id))); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if info, _ := store.Info(ctx, id); info.Status != eventlog.StatusWaiting {
+		t.Fatalf("status %s, want waiting", info.Status)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- k.Serve(sctx, sdk.PollEvery(10*time.Millisecond)) }()
+	time.Sleep(60 * time.Millisecond) // Serve leaves the parent waiting while its child runs
+	if info, _ := store.Info(ctx, id); info.Status != eventlog.StatusWaiting || info.Head != 4 {
+		t.Fatalf("parent while its child runs: %s at head %d", info.Status, info.Head)
+	}
+	close(release)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := parent.Wait(wctx, id)
+	stop()
+	<-served
+	if err != nil || out != 41 {
+		t.Fatalf("parent = %v, %v", out, err)
+	}
+	if kids, _ := k.List(ctx, sdk.Filter{Caller: id}); len(kids) != 1 || childRuns.Load() != 1 {
+		t.Fatalf("%d children, child ran %d times; want 1 and 1", len(kids), childRuns.Load())
+	}
+	got := describeAll(events(t, k, id))
+	want = append(want, "dispatch 2", "started child child attempt=2", "succeeded", "completed")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}

@@ -122,7 +122,8 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 
 // runnable lists the executions Serve should run now: of a registered
 // agent; pending; running with no live owner; or waiting with a wake time
-// that has passed, or with requests in the inbox.
+// that has passed, with requests in the inbox, or for children that have
+// all ended.
 func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	infos, err := k.List(ctx, Filter{Status: []eventlog.Status{
 		eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
@@ -145,11 +146,11 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 			}
 		}
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
-			reqs, err := requestsOf(ctx, inbox, info.ID)
+			ready, err := k.awaitedHappened(ctx, inbox, info.ID)
 			if err != nil {
 				return nil, err
 			}
-			if len(reqs) == 0 {
+			if !ready {
 				continue
 			}
 		}
@@ -158,9 +159,24 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	return out, nil
 }
 
-func requestsOf(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID) ([]eventlog.Request, error) {
-	if inbox == nil {
-		return nil, nil
+// awaitedHappened reports whether a waiting execution without a wake time
+// can go on: a request arrived in its inbox, or it parked waiting for a
+// child and none of its children is still running.
+func (k *Kernel) awaitedHappened(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID) (bool, error) {
+	if inbox != nil {
+		reqs, err := inbox.Requests(ctx, id)
+		if err != nil || len(reqs) > 0 {
+			return len(reqs) > 0, err
+		}
 	}
-	return inbox.Requests(ctx, id)
+	kids, err := k.List(ctx, Filter{Caller: id})
+	if err != nil || len(kids) == 0 {
+		return false, err
+	}
+	for _, c := range kids {
+		if !c.Status.Terminal() {
+			return false, nil
+		}
+	}
+	return true, nil
 }
