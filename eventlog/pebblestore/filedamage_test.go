@@ -446,16 +446,19 @@ func crashLog(t *testing.T) (f folder, img logImage, wal string, beforeLast int,
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "log")
 	s, img := writeLog(t, dir, true)
-	f = readFolder(t, dir)
-	wal = largest(t, f, hasSuffix(".log"))
-	beforeLast = len(f[wal])
+	before := readFolder(t, dir)
 	for id := range img {
 		last = id
 		break
 	}
 	appendAll(t, s, last, dispatch(99))
 	img[last] = events(t, s, last, 1)
-	return readFolder(t, dir), img, wal, beforeLast, last
+	f = readFolder(t, dir)
+	// The log being written holds the last record (Pebble may have begun
+	// a new one since the folder was read before it).
+	wal = newest(t, f, hasSuffix(".log"))
+	beforeLast = len(before[wal])
+	return f, img, wal, beforeLast, last
 }
 
 // After a crash, a bit flipped in any synced record of the write-ahead log
