@@ -547,3 +547,14 @@ func TestDecodeRecordNamesOverrun(t *testing.T) {
 		t.Fatalf("DecodeRecord = %v, want ErrCorrupt naming the 1 byte left after byte 13", err)
 	}
 }
+
+// TestDecodeRecordHeaderOnly checks that a record of exactly the header's
+// length is not called short: it has a whole header and an empty payload,
+// and the payload is what is refused.
+func TestDecodeRecordHeaderOnly(t *testing.T) {
+	rec := sealRecord(eventlog.FormatVersion, eventlog.KindExecutionCompleted, 1, nil)
+	_, err := eventlog.DecodeRecord(1, rec)
+	if !errors.Is(err, eventlog.ErrCorrupt) || strings.Contains(err.Error(), "shorter than its header") {
+		t.Fatalf("DecodeRecord(header only) = %v, want ErrCorrupt about the payload", err)
+	}
+}
