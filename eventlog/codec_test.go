@@ -534,3 +534,27 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeRecordNamesOverrun checks the error of a payload whose declared
+// length runs past the record: it wraps ErrCorrupt and says how many bytes
+// were left, so that a corrupt record can be told from a truncated one.
+func TestDecodeRecordNamesOverrun(t *testing.T) {
+	// {"output": bin32 of 1 GiB} followed by one byte.
+	rec := sealRecord(eventlog.FormatVersion, eventlog.KindExecutionCompleted, 1,
+		[]byte{0x81, 0xa6, 'o', 'u', 't', 'p', 'u', 't', 0xc6, 0x40, 0, 0, 0, 'x'})
+	_, err := eventlog.DecodeRecord(1, rec)
+	if !errors.Is(err, eventlog.ErrCorrupt) || !strings.Contains(err.Error(), "length 1073741824 at byte 13 runs past the end (1 bytes left)") {
+		t.Fatalf("DecodeRecord = %v, want ErrCorrupt naming the 1 byte left after byte 13", err)
+	}
+}
+
+// TestDecodeRecordHeaderOnly checks that a record of exactly the header's
+// length is not called short: it has a whole header and an empty payload,
+// and the payload is what is refused.
+func TestDecodeRecordHeaderOnly(t *testing.T) {
+	rec := sealRecord(eventlog.FormatVersion, eventlog.KindExecutionCompleted, 1, nil)
+	_, err := eventlog.DecodeRecord(1, rec)
+	if !errors.Is(err, eventlog.ErrCorrupt) || strings.Contains(err.Error(), "shorter than its header") {
+		t.Fatalf("DecodeRecord(header only) = %v, want ErrCorrupt about the payload", err)
+	}
+}

@@ -2,10 +2,12 @@ package eventlog
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"math/big"
 	"strings"
 	"testing"
+	"testing/cryptotest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -101,6 +103,7 @@ func TestIDSuccessor(t *testing.T) {
 		{"variant byte full: carry into byte 7", "01900000-0000-7012-bfff-ffffffffffff", "01900000-0000-7013-8000-000000000000"},
 		{"byte 7 full: carry into version byte", "01900000-0000-73ff-bfff-ffffffffffff", "01900000-0000-7400-8000-000000000000"},
 		{"random bits full: carry into the time", "01900000-0000-7fff-bfff-ffffffffffff", "01900000-0001-7000-8000-000000000000"},
+		{"carry into the first byte", "00ffffff-ffff-7fff-bfff-ffffffffffff", "01000000-0000-7000-8000-000000000000"},
 	} {
 		in := mustHexID(c.in)
 		got := in.successor()
@@ -237,4 +240,57 @@ func FuzzParseID(f *testing.F) {
 			t.Fatalf("ParseID(%q) does not round-trip: %s, %v", id.String(), back, err)
 		}
 	})
+}
+
+// withIDClock runs f with the process-wide idClock reset to last, then
+// leaves the clock at the newer of its old value and what f left, so that
+// later IDs still follow every ID made before.
+func withIDClock(last ID, f func()) {
+	idClock.Lock()
+	saved := idClock.last
+	idClock.last = last
+	idClock.Unlock()
+	f()
+	idClock.Lock()
+	if saved.compare(idClock.last) > 0 {
+		idClock.last = saved
+	}
+	idClock.Unlock()
+}
+
+// The 74 bits after the time are crypto/rand's bytes (with the version and
+// variant bits set over them), not anything derived from the clock.
+func TestNewIDRandomBits(t *testing.T) {
+	cryptotest.SetGlobalRandom(t, 1)
+	var r [10]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		t.Fatal(err)
+	}
+	cryptotest.SetGlobalRandom(t, 1) // newIDAt reads the same bytes again
+	var id ID
+	withIDClock(ID{}, func() { id = newIDAt(time.Now()) })
+	checkV7(t, id)
+	got := []byte{id[6] & 0x0f, id[7], id[8] & 0x3f}
+	got = append(got, id[9:16]...)
+	want := []byte{r[0] & 0x0f, r[1], r[2] & 0x3f}
+	want = append(want, r[3:10]...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("random bits of %s = % x, want crypto/rand's % x", id, got, want)
+	}
+}
+
+// When the random source repeats itself within a millisecond, the second ID
+// is still new: the successor of the first.
+func TestNewIDRandomRepeats(t *testing.T) {
+	now := time.Now()
+	var a, b ID
+	withIDClock(ID{}, func() {
+		cryptotest.SetGlobalRandom(t, 7)
+		a = newIDAt(now)
+		cryptotest.SetGlobalRandom(t, 7)
+		b = newIDAt(now)
+	})
+	if b != a.successor() {
+		t.Fatalf("same instant, same random bytes: second ID %s, want %s (the successor of %s)", b, a.successor(), a)
+	}
 }
