@@ -229,23 +229,8 @@ func (h *harness) serveTrial(t *testing.T, i int, plan *killPlan, exp *expectati
 	}
 
 	// The second server, not killed, runs every one to its end.
-	if run2, err = spawn(second, nil); err != nil {
-		t.Fatalf("second server: %v", err)
-	}
-	if run2.last() != markDone {
-		t.Fatalf("second server ended without %q: %v\n%s", markDone, run2.markers, run2.stderr)
-	}
-
-	store, err = pebblestore.Open(first.Log, pebblestore.WithoutSync())
-	if err != nil {
-		t.Fatalf("reopen the log: %v", err)
-	}
+	run2, store, after := runSecondServer(t, first, second)
 	defer store.Close()
-	after := decodeAll(t, store)
-	// The first server's acks were checked after the kill; an unsynced
-	// append lost by it may since have been written over (DESIGN §4), and
-	// what it left is checked by checkPrefix.
-	checkAcks(t, after, second.Acks)
 	byInput := checkServed(t, store, after, "publisher", serveExecutions)
 	var all []eventlog.Event
 	for idx, id := range byInput {
@@ -477,23 +462,8 @@ func (h *harness) childTrial(t *testing.T, i int, plan *killPlan, exp *expectati
 		t.Fatal(err)
 	}
 
-	if run2, err = spawn(second, nil); err != nil {
-		t.Fatalf("second server: %v", err)
-	}
-	if run2.last() != markDone {
-		t.Fatalf("second server ended without %q: %v\n%s", markDone, run2.markers, run2.stderr)
-	}
-
-	store, err = pebblestore.Open(first.Log, pebblestore.WithoutSync())
-	if err != nil {
-		t.Fatalf("reopen the log: %v", err)
-	}
+	run2, store, after := runSecondServer(t, first, second)
 	defer store.Close()
-	after := decodeAll(t, store)
-	// The first server's acks were checked after the kill; an unsynced
-	// append lost by it may since have been written over (DESIGN §4), and
-	// what it left is checked by checkPrefix.
-	checkAcks(t, after, second.Acks)
 	if len(after) != 2 {
 		t.Fatalf("%d executions in the log, want the caller and one child", len(after))
 	}
@@ -595,4 +565,27 @@ func checkChildStep(t *testing.T, parent, child eventlog.ID, events []eventlog.E
 	if len(steps) != 1 || succeeded != 1 {
 		t.Errorf("caller %s: %d child steps, %d successes; want one step that succeeded once (child %s)", parent, len(steps), succeeded, child)
 	}
+}
+
+// runSecondServer runs the second server (not killed) on first's log until
+// it says done, then reopens the log and checks the second server's acks.
+// The first server's acks were checked after the kill; an unsynced append
+// lost by it may since have been written over (DESIGN §4), and what it left
+// is checked by checkPrefix.
+func runSecondServer(t *testing.T, first, second childConfig) (childRun, *pebblestore.Store, map[eventlog.ID][]eventlog.Event) {
+	t.Helper()
+	run2, err := spawn(second, nil)
+	if err != nil {
+		t.Fatalf("second server: %v", err)
+	}
+	if run2.last() != markDone {
+		t.Fatalf("second server ended without %q: %v\n%s", markDone, run2.markers, run2.stderr)
+	}
+	store, err := pebblestore.Open(first.Log, pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatalf("reopen the log: %v", err)
+	}
+	after := decodeAll(t, store)
+	checkAcks(t, after, second.Acks)
+	return run2, store, after
 }
