@@ -21,3 +21,7 @@ func TestList(t *testing.T) {
 func TestInbox(t *testing.T) {
 	storetest.TestInbox(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }
+
+func TestDelete(t *testing.T) {
+	storetest.TestDelete(t, func(t *testing.T) storetest.DeleteStore { return openMem(t) })
+}

@@ -48,8 +48,8 @@ func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // undo the change.
 func TestFormatPinned(t *testing.T) {
 	t.Run("versions", func(t *testing.T) {
-		if storeFormat != 2 {
-			t.Errorf("storeFormat = %d, pinned 2", storeFormat)
+		if storeFormat != 3 {
+			t.Errorf("storeFormat = %d, pinned 3", storeFormat)
 		}
 		if valueVersion != 1 {
 			t.Errorf("valueVersion = %d, pinned 1", valueVersion)
@@ -64,6 +64,7 @@ func TestFormatPinned(t *testing.T) {
 			{"meta format", metaFormatKey, []byte("mformat")},
 			{"header", headerKey(pinID), cat([]byte{'x'}, pinID[:])},
 			{"state", stateKey(pinID), cat([]byte{'s'}, pinID[:])},
+			{"tombstone", tombstoneKey(pinID), cat([]byte{'t'}, pinID[:])},
 			{"idempotency key", idemKey("order-7"), cat([]byte{'k'}, []byte("order-7"))},
 			{"request", requestKey(pinID, 0x0102030405060708), cat([]byte{'q'}, pinID[:], []byte{1, 2, 3, 4, 5, 6, 7, 8})},
 			{"inbox prefix", executionPrefix(tagInbox, pinID), cat([]byte{'q'}, pinID[:])},
@@ -136,6 +137,7 @@ func TestFormatPinned(t *testing.T) {
 				"WakeAt time.Time wake_at,omitempty", "Deadline time.Time deadline,omitempty",
 				"Dispatched bool dispatched,omitempty", "Parked bool parked,omitempty", "Approvals []string approvals,omitempty",
 				"Requests uint64 requests,omitempty"},
+			reflect.TypeFor[tombstoneValue](): {"Kept uint64 kept", "Deleted int64 deleted"},
 		} {
 			var got []string
 			for f := range typ.Fields() {
@@ -194,14 +196,19 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ts, err := encodeValue(&tombstoneValue{Kept: 12, Deleted: 1767225600123456789})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var b strings.Builder
-		b.WriteString("# The exact bytes of one header, one index value, one state value and one\n# inbox request (format_test.go).\n")
+		b.WriteString("# The exact bytes of one header, one index value, one state value, one\n# inbox request and one tombstone (format_test.go).\n")
 		b.WriteString("# Any change here is a change to the store format: bump storeFormat.\n")
 		b.WriteString("# Regenerate with: go test ./eventlog/pebblestore -run TestFormatPinned -rewrite\n")
 		fmt.Fprintf(&b, "header %s\n", hex.EncodeToString(h))
 		fmt.Fprintf(&b, "index %s\n", hex.EncodeToString(iv))
 		fmt.Fprintf(&b, "state %s\n", hex.EncodeToString(sv))
 		fmt.Fprintf(&b, "request %s\n", hex.EncodeToString(rq))
+		fmt.Fprintf(&b, "tombstone %s\n", hex.EncodeToString(ts))
 		path := filepath.Join("testdata", "values.golden")
 		if *rewrite {
 			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {

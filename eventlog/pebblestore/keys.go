@@ -20,19 +20,22 @@ import (
 //	                                     store format 2) → id[16]
 //	'q' id[16] n[8]                      inbox request n (store format 2): its time
 //	                                     and payload as an eventlog.AppendRecord
+//	't' id[16]                           tombstone of a deleted execution (store
+//	                                     format 3): the prefix it keeps for forks
 //
 // Integers are big-endian so that byte order is numeric order. An
 // execution's events and index entries are contiguous and ordered by seq, so
 // "the newest state at or before seq" is one SeekLT and a lineage read is one
 // range scan per ancestor.
 const (
-	tagMeta   = 'm'
-	tagHeader = 'x'
-	tagEvent  = 'e'
-	tagIndex  = 'i'
-	tagState  = 's'
-	tagKey    = 'k'
-	tagInbox  = 'q'
+	tagMeta      = 'm'
+	tagHeader    = 'x'
+	tagEvent     = 'e'
+	tagIndex     = 'i'
+	tagState     = 's'
+	tagKey       = 'k'
+	tagInbox     = 'q'
+	tagTombstone = 't'
 )
 
 var metaFormatKey = []byte{tagMeta, 'f', 'o', 'r', 'm', 'a', 't'}

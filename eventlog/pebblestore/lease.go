@@ -74,5 +74,8 @@ func (s *Store) withExecution(ctx context.Context, id eventlog.ID, f func(*execu
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.deleted.Load() {
+		return errDeleted(id)
+	}
 	return f(e)
 }

@@ -321,7 +321,7 @@ func (s *Store) checkFormat() error {
 	if s.migrate {
 		return s.migrateFormat1()
 	}
-	if !missing {
+	if !missing && !s.upgrade {
 		return nil
 	}
 	if err := s.commitFormat(); err != nil {
@@ -354,8 +354,15 @@ func (s *Store) checkFormatOf(db *pebble.DB, readOnly bool) (missing bool, err e
 			s.migrate = true
 			return false, nil
 		}
+		if len(v) == 1 && v[0] == 2 && storeFormat == 3 {
+			// Format 3 only adds tables (tombstones) to format 2: a
+			// read-write open writes the new format byte, a read-only one
+			// reads it as it is.
+			s.upgrade = !readOnly
+			return false, nil
+		}
 		if len(v) != 1 || v[0] != storeFormat {
-			return false, fmt.Errorf("pebblestore: %s: store format %v, this build reads [1] and [%d]", s.dir, v, storeFormat)
+			return false, fmt.Errorf("pebblestore: %s: store format %v, this build reads [1], [2] and [%d]", s.dir, v, storeFormat)
 		}
 		return false, nil
 	}

@@ -198,8 +198,8 @@ func TestMigrateFormat1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(v, []byte{2}) {
-		t.Errorf("store format after the migration = %v, want [2]", v)
+	if !slices.Equal(v, []byte{3}) {
+		t.Errorf("store format after the migration = %v, want [3]", v)
 	}
 	closer.Close()
 	for _, id := range ids {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -20,8 +21,9 @@ import (
 
 // storeFormat is the version of the key layout and value encodings, stored
 // under the meta key of every log. Format 2 added the state records ('s');
-// a format 1 log is migrated when it is opened (migrateFormat1).
-const storeFormat byte = 2
+// a format 1 log is migrated when it is opened (migrateFormat1). Format 3
+// added tombstones ('t'); a format 2 log needs nothing but the new byte.
+const storeFormat byte = 3
 
 // ErrNotALog is returned by Open for a folder that holds files but no
 // forkline log (and, with ReadOnly, for a missing or empty folder).
@@ -52,6 +54,7 @@ type Store struct {
 	dir      string
 	readOnly bool
 	migrate  bool // the format key says store format 1: checkFormat migrates it
+	upgrade  bool // the format key says store format 2: checkFormat writes 3
 	faults   *faults
 	space    diskSpace
 	release  func() // releases the folder's claim in this process
@@ -71,6 +74,10 @@ type Store struct {
 	}
 	// keyMu orders Creates with an idempotency key.
 	keyMu sync.Mutex
+	// tree orders Fork (read) against Delete (write): Delete reads which
+	// forks an execution has, and a fork made meanwhile must not read
+	// events that Delete drops.
+	tree sync.RWMutex
 }
 
 var (
@@ -84,6 +91,9 @@ type execution struct {
 	id      eventlog.ID
 	hdr     header
 	lineage []segment // root first; the last is the execution's own
+	// deleted is set once the execution is a tombstone (delete.go): no
+	// operation finds it any more, but its forks read its kept prefix.
+	deleted atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -284,7 +294,19 @@ func (s *Store) keyed(created *eventlog.ExecutionCreated) (eventlog.ID, bool, er
 // execution returns the cached state of id, reading its header and those of
 // its ancestors on first use. The caller has entered.
 func (s *Store) execution(id eventlog.ID) (*execution, error) {
-	return s.executionBelow(id, nil)
+	e, err := s.executionBelow(id, nil)
+	if err != nil {
+		return nil, err
+	}
+	if e.deleted.Load() {
+		return nil, errDeleted(id)
+	}
+	return e, nil
+}
+
+// errDeleted is the error of an operation on a deleted execution.
+func errDeleted(id eventlog.ID) error {
+	return fmt.Errorf("%w: execution %s (deleted)", eventlog.ErrNotFound, id)
 }
 
 // executionBelow is execution for the parent of the executions in
@@ -302,6 +324,11 @@ func (s *Store) executionBelow(id eventlog.ID, descendants []eventlog.ID) (*exec
 		return nil, err
 	}
 	e = &execution{id: id, hdr: hdr}
+	if _, deleted, err := s.readTombstone(id); err != nil {
+		return nil, err
+	} else if deleted {
+		e.deleted.Store(true)
+	}
 	if hdr.Parent.IsZero() {
 		e.lineage = []segment{{id: id, lo: 1, hi: math.MaxUint64}}
 	} else {
@@ -358,6 +385,9 @@ func (s *Store) readHeader(id eventlog.ID) (header, error) {
 // follows it, so a lost newest event is reported rather than read as a
 // shorter lineage. e.mu is held.
 func (s *Store) loadLocked(e *execution) error {
+	if e.deleted.Load() {
+		return errDeleted(e.id)
+	}
 	if e.mu.loaded {
 		return nil
 	}
@@ -538,11 +568,11 @@ func (s *Store) listPage(ctx context.Context, f eventlog.Filter, after eventlog.
 			return nil, none, &eventlog.CorruptionError{What: "header key", Err: fmt.Errorf("key %x", k)}
 		}
 		id := eventlog.ID(k[1:17])
-		e, err := s.execution(id)
+		e, err := s.executionBelow(id, nil)
 		if err != nil {
 			return nil, none, err
 		}
-		if (f.Agent == "" || e.hdr.Agent == f.Agent) && (f.Parent.IsZero() || e.hdr.Parent == f.Parent) &&
+		if !e.deleted.Load() && (f.Agent == "" || e.hdr.Agent == f.Agent) && (f.Parent.IsZero() || e.hdr.Parent == f.Parent) &&
 			(f.Caller.IsZero() || e.hdr.Caller == f.Caller) {
 			e.mu.Lock()
 			err = s.loadLocked(e)
@@ -714,6 +744,8 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 		return eventlog.ID{}, fmt.Errorf("%w: fork.created names %s@%d, the fork is of %s@%d",
 			eventlog.ErrInvalid, fc.Parent, fc.At, parent, at)
 	}
+	s.tree.RLock()
+	defer s.tree.RUnlock()
 	head, err := s.Head(ctx, parent)
 	if err != nil {
 		return eventlog.ID{}, err
