@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"errors"
+	"iter"
 )
 
 // ErrRunning is returned by Deleter.Delete for an execution that is
@@ -55,4 +56,21 @@ type KeptFork struct {
 	ForkSeq uint64 // the fork point: the last seq it reads from its parent
 	Deleted bool   // the fork is a tombstone too
 	Kept    uint64 // for a tombstone: how far it keeps its own lineage
+}
+
+// Usage is what one execution takes in a store, for people deciding what
+// to delete (forkline du). Bytes count the stored keys and values of its
+// own events and index entries (not its ancestors', which its lineage
+// shares); a tombstone counts what it keeps for its forks.
+type Usage struct {
+	ID      ID
+	Deleted bool   // a tombstone kept for its forks
+	Events  uint64 // own events stored
+	Bytes   int64  // stored bytes of its own events and index entries
+}
+
+// UsageReporter is implemented by a store that can say what each
+// execution takes, tombstones included, in ID order.
+type UsageReporter interface {
+	Usage(ctx context.Context) iter.Seq2[Usage, error]
 }

@@ -40,6 +40,13 @@ Commands:
                             children each started (marked child, ─▸)
   cancel <id> [--reason R]  cancel an execution: at once when nobody runs it,
                             else by its owner within 100 ms
+  delete <id>               delete an execution; its forks keep reading the
+                            part of it they inherited
+  gc --older-than D [--status S,…] [--dry-run]
+                            delete executions (default: completed, failed,
+                            cancelled) whose newest event is older than D
+  du                        bytes per execution: own events, shared prefix,
+                            checkpoints
   events <id>               the events of an execution's lineage
   coverage <id> [seq]       each event's coverage, or what a fork at seq restores
   show <id> <seq>           one event, its payload decoded
@@ -109,6 +116,8 @@ func commands() []*command {
 	var demoTask string
 	var htmlFile string
 	var lsStatus, lsAgent, cancelReason string
+	var gcStatus, gcOlder string
+	var gcDry bool
 	return []*command{
 		{name: "demo", short: "run the coder agent, fork it twice, compare workspaces",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&demoTask, "task", defaultTask, "the coder agent's task") },
@@ -133,6 +142,17 @@ func commands() []*command {
 				fs.StringVar(&cancelReason, "reason", "cancelled from the command line", "the reason recorded")
 			},
 			run: func(e *env, pos []string) error { return cmdCancel(e, pos[0], cancelReason) }},
+		{name: "delete", args: "<id>", short: "delete an execution (its forks keep what they read)", minPos: 1, maxPos: 1,
+			run: func(e *env, pos []string) error { return cmdDelete(e, pos[0]) }},
+		{name: "gc", short: "delete ended executions older than an age",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&gcStatus, "status", gcStatuses, "statuses to delete, separated by commas")
+				fs.StringVar(&gcOlder, "older-than", "", "delete executions whose newest event is older than this (say 168h)")
+				fs.BoolVar(&gcDry, "dry-run", false, "list what would be deleted; delete nothing")
+			},
+			run: func(e *env, _ []string) error { return cmdGC(e, gcStatus, gcOlder, gcDry) }},
+		{name: "du", short: "bytes per execution: own events, shared prefix, checkpoints",
+			run: func(e *env, _ []string) error { return cmdDu(e) }},
 		{name: "run", args: "<id>", short: "run an execution of the demo's coder agent", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdRun(e, pos[0]) }},
 		{name: "timeline", args: "<id> --html FILE", short: "write the lineage as a self-contained HTML page", minPos: 1, maxPos: 1,

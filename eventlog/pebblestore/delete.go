@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -258,6 +259,75 @@ func (s *Store) dropKey(b *pebble.Batch, e *execution) error {
 	closer.Close()
 	if names {
 		_ = b.Delete(k, nil)
+	}
+	return nil
+}
+
+var _ eventlog.UsageReporter = (*Store)(nil)
+
+// Usage implements eventlog.UsageReporter: for every execution, tombstones
+// included, it sums the lengths of the keys and values of its own events
+// and index entries, as stored (before Pebble's compression, and before a
+// compaction reclaims what Delete removed).
+func (s *Store) Usage(ctx context.Context) iter.Seq2[eventlog.Usage, error] {
+	return func(yield func(eventlog.Usage, error) bool) {
+		if err := s.enter(ctx); err != nil {
+			yield(eventlog.Usage{}, err)
+			return
+		}
+		defer s.leave()
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagHeader}, UpperBound: []byte{tagHeader + 1}})
+		if err != nil {
+			yield(eventlog.Usage{}, fmt.Errorf("pebblestore: read headers: %w", err))
+			return
+		}
+		defer it.Close()
+		for ok := it.First(); ok; ok = it.Next() {
+			k := it.Key()
+			if len(k) != 17 {
+				yield(eventlog.Usage{}, &eventlog.CorruptionError{What: "header key", Err: fmt.Errorf("key %x", k)})
+				return
+			}
+			u := eventlog.Usage{ID: eventlog.ID(k[1:17])}
+			_, u.Deleted, err = s.readTombstone(u.ID)
+			if err == nil {
+				err = s.sizeOf(ctx, &u)
+			}
+			if !yield(u, err) || err != nil {
+				return
+			}
+		}
+		if err := it.Error(); err != nil {
+			yield(eventlog.Usage{}, fmt.Errorf("pebblestore: read headers: %w", err))
+		}
+	}
+}
+
+// sizeOf adds to u the events and bytes of u.ID's own event and index
+// tables.
+func (s *Store) sizeOf(ctx context.Context, u *eventlog.Usage) error {
+	for _, tag := range []byte{tagEvent, tagIndex} {
+		p := executionPrefix(tag, u.ID)
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+		if err != nil {
+			return s.readErr(u.ID, "usage", err)
+		}
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			if n++; n&1023 == 0 && ctx.Err() != nil {
+				it.Close()
+				return ctx.Err()
+			}
+			if tag == tagEvent {
+				u.Events++
+			}
+			u.Bytes += int64(len(it.Key()) + len(it.Value()))
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return s.readErr(u.ID, "usage", err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/sdk"
+)
+
+// cmdDelete deletes one execution (DESIGN §14).
+func cmdDelete(e *env, prefix string) error {
+	return withLog(e, func(s *pebblestore.Store) error {
+		info, err := resolve(e, s, prefix)
+		if err != nil {
+			return err
+		}
+		k, err := sdk.New(s)
+		if err != nil {
+			return err
+		}
+		if err := k.Delete(e.ctx, info.ID); err != nil {
+			if errors.Is(err, sdk.ErrRunning) {
+				return &inputError{fmt.Errorf("%w (forkline cancel %s)", err, info.ID)}
+			}
+			return err
+		}
+		if e.opts.json {
+			return writeJSON(e.stdout, map[string]any{"deleted": []string{info.ID.String()}})
+		}
+		fmt.Fprintf(e.stdout, "deleted %s (%s, %s)\n", info.ID, info.Agent, info.Status)
+		return nil
+	})
+}
+
+// gcStatuses are the statuses gc deletes by default: the ended ones.
+const gcStatuses = "completed,failed,cancelled"
+
+// parseGC checks gc's flags: the statuses (never running: a running
+// execution is refused by Delete) and a positive age.
+func parseGC(statuses, olderThan string) (eventlog.Filter, time.Duration, error) {
+	f, err := parseFilter(statuses, "")
+	if err != nil {
+		return f, 0, inputErrorf("gc --status: %v", errors.Unwrap(err))
+	}
+	if len(f.Status) == 0 {
+		return f, 0, inputErrorf("gc --status: name at least one status (say %s)", gcStatuses)
+	}
+	if slices.Contains(f.Status, eventlog.StatusRunning) {
+		return f, 0, inputErrorf("gc --status running: a running execution cannot be deleted; cancel it first")
+	}
+	if olderThan == "" {
+		return f, 0, inputErrorf("gc: --older-than DURATION is required (say 168h for a week)")
+	}
+	age, err := time.ParseDuration(olderThan)
+	if err != nil {
+		return f, 0, inputErrorf("gc --older-than %q: want a Go duration such as 168h or 90m", olderThan)
+	}
+	if age < 0 {
+		return f, 0, inputErrorf("gc --older-than %s: the age must not be negative", olderThan)
+	}
+	return f, age, nil
+}
+
+// cmdGC deletes every execution of the given statuses whose newest event
+// is older than the given age.
+func cmdGC(e *env, statuses, olderThan string, dryRun bool) error {
+	f, age, err := parseGC(statuses, olderThan)
+	if err != nil {
+		return err
+	}
+	open := withLog
+	if dryRun {
+		open = withReadLog
+	}
+	return open(e, func(s *pebblestore.Store) error {
+		cutoff := time.Now().Add(-age)
+		var old []eventlog.Info
+		for info, err := range s.List(e.ctx, f) {
+			if err != nil {
+				return fmt.Errorf("list executions: %w", err)
+			}
+			if info.Updated.Before(cutoff) {
+				old = append(old, info)
+			}
+		}
+		var deleted []string
+		var failed []string
+		if !dryRun && len(old) > 0 {
+			k, err := sdk.New(s)
+			if err != nil {
+				return err
+			}
+			for _, info := range old {
+				if err := k.Delete(e.ctx, info.ID); err != nil {
+					// One execution that cannot go (it started running
+					// meanwhile) does not stop the others.
+					failed = append(failed, fmt.Sprintf("%s: %v", info.ID, err))
+					continue
+				}
+				deleted = append(deleted, info.ID.String())
+			}
+		}
+		if e.opts.json {
+			out := map[string]any{"dry_run": dryRun, "matched": len(old), "deleted": nonNil(deleted)}
+			if dryRun {
+				ids := make([]string, len(old))
+				for i, info := range old {
+					ids[i] = info.ID.String()
+				}
+				out["would_delete"] = ids
+			}
+			if len(failed) > 0 {
+				out["failed"] = failed
+			}
+			if err := writeJSON(e.stdout, out); err != nil {
+				return err
+			}
+		} else {
+			verb := "deleted"
+			if dryRun {
+				verb = "would delete"
+			}
+			for _, info := range old {
+				if dryRun || slices.Contains(deleted, info.ID.String()) {
+					fmt.Fprintf(e.stdout, "%s %s (%s, %s, last event %s)\n", verb, info.ID, info.Agent, info.Status, timeText(info.Updated))
+				}
+			}
+			n := len(deleted)
+			if dryRun {
+				n = len(old)
+			}
+			fmt.Fprintf(e.stdout, "%s %d of the executions with status %s older than %s\n", verb, n, statusList(f.Status), age)
+		}
+		if len(failed) > 0 {
+			return fmt.Errorf("gc: %d executions could not be deleted:\n  %s", len(failed), strings.Join(failed, "\n  "))
+		}
+		return nil
+	})
+}
+
+func statusList(ss []eventlog.Status) string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.String()
+	}
+	return strings.Join(names, ",")
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// usage is what du reports of one execution: its own events (after its
+// fork point) and the bytes the store keeps for them and their index
+// entries, how many events it shares with its ancestors (stored once, by
+// them), and the checkpoints its own events captured. A deleted execution
+// still listed keeps a prefix that surviving forks read.
+type usage struct {
+	ID           string `json:"id"`
+	Agent        string `json:"agent,omitempty"`
+	Status       string `json:"status"`
+	OwnEvents    uint64 `json:"own_events"`
+	Bytes        int64  `json:"bytes"`
+	SharedPrefix uint64 `json:"shared_prefix_events"`
+	Checkpoints  int    `json:"checkpoints"`
+}
+
+// cmdDu reports where the log's space goes, per execution.
+func cmdDu(e *env) error {
+	return withReadLog(e, func(s *pebblestore.Store) error {
+		var all []usage
+		var total usage
+		for u, err := range s.Usage(e.ctx) {
+			if err != nil {
+				return fmt.Errorf("usage: %w", err)
+			}
+			row := usage{ID: u.ID.String(), OwnEvents: u.Events, Bytes: u.Bytes, Status: "deleted (kept for forks)"}
+			if !u.Deleted {
+				info, err := s.Info(e.ctx, u.ID)
+				if err != nil {
+					return err
+				}
+				row.Agent, row.Status, row.SharedPrefix = info.Agent, info.Status.String(), info.ForkSeq
+				for ev, err := range s.Events(e.ctx, u.ID, info.ForkSeq+1) {
+					if err != nil {
+						return fmt.Errorf("read %s: %w", u.ID, err)
+					}
+					if _, ok := ev.Data.(*eventlog.ResourceCaptured); ok {
+						row.Checkpoints++
+					}
+				}
+			} else if u.Events == 0 {
+				continue // nothing kept but its header
+			}
+			total.OwnEvents += row.OwnEvents
+			total.Bytes += row.Bytes
+			total.Checkpoints += row.Checkpoints
+			all = append(all, row)
+		}
+		if e.opts.json {
+			if all == nil {
+				all = []usage{}
+			}
+			return writeJSON(e.stdout, map[string]any{"executions": all,
+				"total": map[string]any{"events": total.OwnEvents, "bytes": total.Bytes, "checkpoints": total.Checkpoints}})
+		}
+		tw := newTable(e.stdout)
+		fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tOWN EVENTS\tBYTES\tSHARED PREFIX\tCHECKPOINTS")
+		for _, u := range all {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", u.ID, u.Agent, u.Status, u.OwnEvents, bytesText(u.Bytes), u.SharedPrefix, u.Checkpoints)
+		}
+		fmt.Fprintf(tw, "total\t\t\t%d\t%s\t\t%d\n", total.OwnEvents, bytesText(total.Bytes), total.Checkpoints)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, "(bytes: the stored events and index entries of each execution's own part; a fork reads its shared prefix from its ancestors)")
+		return nil
+	})
+}
+
+// bytesText writes n bytes for people (KiB, MiB…).
+func bytesText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
