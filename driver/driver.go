@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"time"
 )
 
 // Driver creates, reopens and checkpoints one kind of resource. H is the
@@ -76,3 +77,24 @@ func isNil(v any) bool {
 	}
 	return false
 }
+
+// Collector is implemented by a driver that can drop what no execution can
+// select or open any more (DESIGN §14): every checkpoint not in refs and
+// every resource no binding in bindings names, except those younger than
+// grace (a capture or a binding its log has not recorded yet). The kernel
+// computes the lists from the log (sdk.Collect); a driver whose store
+// several logs share must be given the union of their lists.
+type Collector[B any] interface {
+	Live(ctx context.Context, refs []string, bindings []B, grace time.Duration) (Collected, error)
+}
+
+// Collected is what a Collector removed.
+type Collected struct {
+	Checkpoints int   // checkpoints removed
+	Resources   int   // resources (workspaces, databases) removed
+	Bytes       int64 // bytes of stored contents freed, as far as the driver knows
+}
+
+// ErrInvalidCollect is wrapped by a Collector's error for a bad request,
+// such as a negative grace period; nothing is removed.
+var ErrInvalidCollect = errors.New("driver: invalid collection")

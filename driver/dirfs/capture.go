@@ -178,6 +178,13 @@ func (d *Driver) captureLocked(ctx context.Context, w *Workspace) (string, error
 		}
 	} else if err != nil {
 		return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
+	} else {
+		// The same tree again: a young modification time keeps Live's
+		// grace period from sweeping the ref before the log records it.
+		now := time.Now()
+		if err := os.Chtimes(dst, now, now); err != nil {
+			return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
+		}
 	}
 	w.mu.index = next
 	w.mu.last = st

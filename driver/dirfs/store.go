@@ -256,6 +256,12 @@ func (d *Driver) GC(ctx context.Context) (GCStats, error) {
 		return st, &Error{Op: "gc", Err: err}
 	}
 	defer unlock()
+	return d.gcLocked(ctx)
+}
+
+// gcLocked is GC under the store's exclusive lock.
+func (d *Driver) gcLocked(ctx context.Context) (GCStats, error) {
+	var st GCStats
 	refs, err := d.Checkpoints()
 	if err != nil {
 		return st, err

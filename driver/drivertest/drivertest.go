@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/driver"
 	"github.com/google/go-cmp/cmp"
@@ -89,6 +90,7 @@ func checks[H, B any]() []check[H, B] {
 		{"IsolatedRestores", checkIsolatedRestores[H, B]},
 		{"MissingRef", checkMissingRef[H, B]},
 		{"DeletedRef", checkDeletedRef[H, B]},
+		{"Collector", checkCollector[H, B]},
 	}
 }
 
@@ -429,6 +431,59 @@ func checkDeletedRef[H, B any](t testing.TB, k *kit[H, B]) {
 	}
 	other, _ := k.create(t, d, keepRef)
 	k.expectState(t, other, keep, "Create(another ref) after a delete")
+}
+
+// checkCollector checks driver.Collector, for a driver that implements it:
+// within the grace period nothing goes; a negative grace is refused; then
+// exactly the checkpoints and resources not listed go, and the listed ones
+// still restore and open.
+func checkCollector[H, B any](t testing.TB, k *kit[H, B]) {
+	d := k.driver(t)
+	c, ok := d.(driver.Collector[B])
+	if !ok {
+		t.Skip("the driver does not implement driver.Collector")
+	}
+	ctx := t.Context()
+	h1, b1 := k.create(t, d, "")
+	k.mutate(t, h1, 1)
+	gone := k.checkpoint(t, d, h1)
+	k.mutate(t, h1, 2)
+	keep := k.snapshot(t, h1)
+	kept := k.checkpoint(t, d, h1)
+	h2, b2 := k.create(t, d, gone)
+	if k.h.Close != nil {
+		k.h.Close(h2)
+	}
+	if got, err := c.Live(ctx, nil, nil, time.Hour); err != nil || got != (driver.Collected{}) {
+		t.Errorf("Live(nothing listed, grace 1h) = %+v, %v; want nothing removed: everything is younger", got, err)
+	}
+	if _, err := c.Live(ctx, nil, nil, -time.Second); !errors.Is(err, driver.ErrInvalidCollect) {
+		t.Errorf("Live with a negative grace = %v; want ErrInvalidCollect", err)
+	}
+	for _, ref := range []string{gone, kept} {
+		r, _ := k.create(t, d, ref)
+		k.closeLater(t, r)
+	}
+	got, err := c.Live(ctx, []string{kept}, []B{b1}, 0)
+	if err != nil {
+		t.Fatalf("Live: %v", err)
+	}
+	if got.Checkpoints < 1 || got.Resources < 1 {
+		t.Errorf("Live removed %+v; want at least the unlisted checkpoint and resource", got)
+	}
+	if r, _, err := d.Create(ctx, gone); !errors.Is(err, driver.ErrCheckpointUnavailable) {
+		if err == nil {
+			k.closeLater(t, r)
+		}
+		t.Errorf("Create(unlisted %q) after Live = %v; want ErrCheckpointUnavailable", gone, err)
+	}
+	r, _ := k.create(t, d, kept)
+	k.expectState(t, r, keep, "Create(listed ref) after Live")
+	k.expectState(t, k.open(t, d, b1), keep, "Open(listed binding) after Live")
+	if o, err := d.Open(ctx, b2); err == nil {
+		k.closeLater(t, o)
+		t.Errorf("Open(unlisted binding %s) after Live succeeded", bindingText(b2))
+	}
 }
 
 // bindingText renders a binding for messages and comparisons.

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"sync"
 
 	"github.com/forkline/forkline/driver"
@@ -412,7 +413,14 @@ func (d *Driver) Checkpoint(ctx context.Context, db *DB) (string, error) {
 	ref := hex.EncodeToString(h.Sum(nil))
 	dst := d.snapshot(ref)
 	if _, err := os.Lstat(dst); err == nil {
-		return ref, nil // the same bytes were captured before
+		// The same bytes were captured before. A young modification time
+		// keeps Live's grace period from sweeping the ref before the log
+		// records it.
+		now := time.Now()
+		if err := os.Chtimes(dst, now, now); err != nil {
+			return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
+		}
+		return ref, nil
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
