@@ -16,8 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"sync"
+	"time"
 
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/driver/internal/storefs"
