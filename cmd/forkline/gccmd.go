@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/sdk"
@@ -68,11 +71,16 @@ func parseGC(statuses, olderThan string) (eventlog.Filter, time.Duration, error)
 }
 
 // cmdGC deletes every execution of the given statuses whose newest event
-// is older than the given age.
-func cmdGC(e *env, statuses, olderThan string, dryRun bool) error {
+// is older than the given age, then drops from the demo's workspace store
+// (DIR/dirfs) the checkpoints and workspaces no kept execution can select
+// or open, sparing what is younger than grace.
+func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool) error {
 	f, age, err := parseGC(statuses, olderThan)
 	if err != nil {
 		return err
+	}
+	if grace < 0 {
+		return inputErrorf("gc --grace %s: the grace period must not be negative", grace)
 	}
 	open := withLog
 	if dryRun {
@@ -91,7 +99,8 @@ func cmdGC(e *env, statuses, olderThan string, dryRun bool) error {
 		}
 		var deleted []string
 		var failed []string
-		if !dryRun && len(old) > 0 {
+		var collected *driver.Collected
+		if !dryRun {
 			k, err := sdk.New(s)
 			if err != nil {
 				return err
@@ -105,6 +114,13 @@ func cmdGC(e *env, statuses, olderThan string, dryRun bool) error {
 				}
 				deleted = append(deleted, info.ID.String())
 			}
+			if dir := storeDir(e.opts.dir); isDir(dir) {
+				c, err := sdk.Collect(e.ctx, k, dirfs.New(dirfs.Config{Store: dir}), grace)
+				if err != nil {
+					return fmt.Errorf("gc: collect checkpoints of %s: %w", dir, err)
+				}
+				collected = &c
+			}
 		}
 		if e.opts.json {
 			out := map[string]any{"dry_run": dryRun, "matched": len(old), "deleted": nonNil(deleted)}
@@ -117,6 +133,9 @@ func cmdGC(e *env, statuses, olderThan string, dryRun bool) error {
 			}
 			if len(failed) > 0 {
 				out["failed"] = failed
+			}
+			if collected != nil {
+				out["collected"] = map[string]any{"checkpoints": collected.Checkpoints, "workspaces": collected.Resources, "bytes": collected.Bytes}
 			}
 			if err := writeJSON(e.stdout, out); err != nil {
 				return err
@@ -136,6 +155,10 @@ func cmdGC(e *env, statuses, olderThan string, dryRun bool) error {
 				n = len(old)
 			}
 			fmt.Fprintf(e.stdout, "%s %d of the executions with status %s older than %s\n", verb, n, statusList(f.Status), age)
+			if collected != nil {
+				fmt.Fprintf(e.stdout, "workspace store: removed %d checkpoints and %d workspaces no kept execution can use (%s of contents)\n",
+					collected.Checkpoints, collected.Resources, bytesText(collected.Bytes))
+			}
 		}
 		if len(failed) > 0 {
 			return fmt.Errorf("gc: %d executions could not be deleted:\n  %s", len(failed), strings.Join(failed, "\n  "))
@@ -229,3 +252,9 @@ func cmdDu(e *env) error {
 
 // bytesText writes n bytes for people (KiB, MiB…).
 func bytesText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
+
+// isDir reports whether p is a directory.
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}

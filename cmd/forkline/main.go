@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 )
 
 func main() {
@@ -42,9 +43,12 @@ Commands:
                             else by its owner within 100 ms
   delete <id>               delete an execution; its forks keep reading the
                             part of it they inherited
-  gc --older-than D [--status S,…] [--dry-run]
+  gc --older-than D [--status S,…] [--grace G] [--dry-run]
                             delete executions (default: completed, failed,
-                            cancelled) whose newest event is older than D
+                            cancelled) whose newest event is older than D,
+                            then the checkpoints and workspaces in DIR/dirfs
+                            no kept execution can use (sparing those younger
+                            than G, default 15m)
   du                        bytes per execution: own events, shared prefix,
                             checkpoints
   events <id>               the events of an execution's lineage
@@ -118,6 +122,7 @@ func commands() []*command {
 	var lsStatus, lsAgent, cancelReason string
 	var gcStatus, gcOlder string
 	var gcDry bool
+	var gcGrace time.Duration
 	return []*command{
 		{name: "demo", short: "run the coder agent, fork it twice, compare workspaces",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&demoTask, "task", defaultTask, "the coder agent's task") },
@@ -149,8 +154,9 @@ func commands() []*command {
 				fs.StringVar(&gcStatus, "status", gcStatuses, "statuses to delete, separated by commas")
 				fs.StringVar(&gcOlder, "older-than", "", "delete executions whose newest event is older than this (say 168h)")
 				fs.BoolVar(&gcDry, "dry-run", false, "list what would be deleted; delete nothing")
+				fs.DurationVar(&gcGrace, "grace", 15*time.Minute, "spare checkpoints and workspaces younger than this")
 			},
-			run: func(e *env, _ []string) error { return cmdGC(e, gcStatus, gcOlder, gcDry) }},
+			run: func(e *env, _ []string) error { return cmdGC(e, gcStatus, gcOlder, gcGrace, gcDry) }},
 		{name: "du", short: "bytes per execution: own events, shared prefix, checkpoints",
 			run: func(e *env, _ []string) error { return cmdDu(e) }},
 		{name: "run", args: "<id>", short: "run an execution of the demo's coder agent", minPos: 1, maxPos: 1,
