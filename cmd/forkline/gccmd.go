@@ -100,6 +100,7 @@ func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool)
 		var deleted []string
 		var failed []string
 		var collected *driver.Collected
+		var swept *pebblestore.SweepStats
 		if !dryRun {
 			k, err := sdk.New(s)
 			if err != nil {
@@ -113,6 +114,13 @@ func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool)
 					continue
 				}
 				deleted = append(deleted, info.ID.String())
+			}
+			if len(deleted) > 0 {
+				sw, err := s.Sweep(e.ctx)
+				if err != nil {
+					return fmt.Errorf("gc: sweep the log's chunks: %w", err)
+				}
+				swept = &sw
 			}
 			if dir := storeDir(e.opts.dir); isDir(dir) {
 				c, err := sdk.Collect(e.ctx, k, dirfs.New(dirfs.Config{Store: dir}), grace)
@@ -137,6 +145,9 @@ func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool)
 			if collected != nil {
 				out["collected"] = map[string]any{"checkpoints": collected.Checkpoints, "workspaces": collected.Resources, "bytes": collected.Bytes}
 			}
+			if swept != nil {
+				out["chunks_removed"] = swept.Removed
+			}
 			if err := writeJSON(e.stdout, out); err != nil {
 				return err
 			}
@@ -155,6 +166,9 @@ func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool)
 				n = len(old)
 			}
 			fmt.Fprintf(e.stdout, "%s %d of the executions with status %s older than %s\n", verb, n, statusList(f.Status), age)
+			if swept != nil && swept.Removed > 0 {
+				fmt.Fprintf(e.stdout, "log: removed %d chunks of long records no kept event uses (%s)\n", swept.Removed, bytesText(swept.BytesFreed))
+			}
 			if collected != nil {
 				fmt.Fprintf(e.stdout, "workspace store: removed %d checkpoints and %d workspaces no kept execution can use (%s of contents)\n",
 					collected.Checkpoints, collected.Resources, bytesText(collected.Bytes))
@@ -229,19 +243,26 @@ func cmdDu(e *env) error {
 			total.Checkpoints += row.Checkpoints
 			all = append(all, row)
 		}
+		chunks, chunkBytes, err := s.ChunkUsage(e.ctx)
+		if err != nil {
+			return err
+		}
 		if e.opts.json {
 			if all == nil {
 				all = []usage{}
 			}
-			return writeJSON(e.stdout, map[string]any{"executions": all,
-				"total": map[string]any{"events": total.OwnEvents, "bytes": total.Bytes, "checkpoints": total.Checkpoints}})
+			return writeJSON(e.stdout, map[string]any{"executions": all, "chunks": map[string]any{"count": chunks, "bytes": chunkBytes},
+				"total": map[string]any{"events": total.OwnEvents, "bytes": total.Bytes + chunkBytes, "checkpoints": total.Checkpoints}})
 		}
 		tw := newTable(e.stdout)
 		fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tOWN EVENTS\tBYTES\tSHARED PREFIX\tCHECKPOINTS")
 		for _, u := range all {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", u.ID, u.Agent, u.Status, u.OwnEvents, bytesText(u.Bytes), u.SharedPrefix, u.Checkpoints)
 		}
-		fmt.Fprintf(tw, "total\t\t\t%d\t%s\t\t%d\n", total.OwnEvents, bytesText(total.Bytes), total.Checkpoints)
+		if chunks > 0 {
+			fmt.Fprintf(tw, "chunks\t\t%d shared chunks of long records\t\t%s\t\t\n", chunks, bytesText(chunkBytes))
+		}
+		fmt.Fprintf(tw, "total\t\t\t%d\t%s\t\t%d\n", total.OwnEvents, bytesText(total.Bytes+chunkBytes), total.Checkpoints)
 		if err := tw.Flush(); err != nil {
 			return err
 		}

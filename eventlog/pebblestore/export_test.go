@@ -49,3 +49,6 @@ func PebbleFatal(s *Store, cause error) error {
 		return nil
 	})
 }
+
+// ChunkPol is the store's Rabin polynomial.
+const ChunkPol = chunkPol

@@ -65,6 +65,7 @@ func TestFormatPinned(t *testing.T) {
 			{"header", headerKey(pinID), cat([]byte{'x'}, pinID[:])},
 			{"state", stateKey(pinID), cat([]byte{'s'}, pinID[:])},
 			{"tombstone", tombstoneKey(pinID), cat([]byte{'t'}, pinID[:])},
+			{"chunk", chunkKey(chunkHash{1, 2, 3}), cat([]byte{'c', 1, 2, 3}, make([]byte, 13))},
 			{"idempotency key", idemKey("order-7"), cat([]byte{'k'}, []byte("order-7"))},
 			{"request", requestKey(pinID, 0x0102030405060708), cat([]byte{'q'}, pinID[:], []byte{1, 2, 3, 4, 5, 6, 7, 8})},
 			{"inbox prefix", executionPrefix(tagInbox, pinID), cat([]byte{'q'}, pinID[:])},
@@ -200,8 +201,18 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A long record's manifest: the chunk boundaries (polynomial, sizes)
+		// and the manifest layout are the format.
+		long := make([]byte, 0, 40<<10)
+		for i := 0; len(long) < 40<<10; i++ {
+			long = fmt.Appendf(long, "line %d of a long record whose chunks are pinned\n", i*i%977)
+		}
+		manifest, chunks, err := split(long)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var b strings.Builder
-		b.WriteString("# The exact bytes of one header, one index value, one state value, one\n# inbox request and one tombstone (format_test.go).\n")
+		b.WriteString("# The exact bytes of one header, one index value, one state value, one\n# inbox request, one tombstone and one chunk manifest (format_test.go).\n")
 		b.WriteString("# Any change here is a change to the store format: bump storeFormat.\n")
 		b.WriteString("# Regenerate with: go test ./eventlog/pebblestore -run TestFormatPinned -rewrite\n")
 		fmt.Fprintf(&b, "header %s\n", hex.EncodeToString(h))
@@ -209,6 +220,7 @@ func TestFormatPinned(t *testing.T) {
 		fmt.Fprintf(&b, "state %s\n", hex.EncodeToString(sv))
 		fmt.Fprintf(&b, "request %s\n", hex.EncodeToString(rq))
 		fmt.Fprintf(&b, "tombstone %s\n", hex.EncodeToString(ts))
+		fmt.Fprintf(&b, "manifest %s (%d chunks and groups)\n", hex.EncodeToString(manifest), len(chunks))
 		path := filepath.Join("testdata", "values.golden")
 		if *rewrite {
 			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {

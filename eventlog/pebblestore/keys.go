@@ -22,6 +22,8 @@ import (
 //	                                     and payload as an eventlog.AppendRecord
 //	't' id[16]                           tombstone of a deleted execution (store
 //	                                     format 3): the prefix it keeps for forks
+//	'c' hash[16]                         a chunk of long event records (store
+//	                                     format 3, chunks.go), by content
 //
 // Integers are big-endian so that byte order is numeric order. An
 // execution's events and index entries are contiguous and ordered by seq, so
@@ -36,6 +38,7 @@ const (
 	tagKey       = 'k'
 	tagInbox     = 'q'
 	tagTombstone = 't'
+	tagChunk     = 'c'
 )
 
 var metaFormatKey = []byte{tagMeta, 'f', 'o', 'r', 'm', 'a', 't'}

@@ -44,7 +44,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		opt(&o)
 	}
 	f := &faults{}
-	s := &Store{dir: dir, write: pebble.Sync, readOnly: o.readOnly, faults: f, release: func() {}}
+	s := &Store{dir: dir, write: pebble.Sync, readOnly: o.readOnly, faults: f, release: func() {}, chunkAbove: DefaultChunkAbove}
+	if o.chunkSet {
+		s.chunkAbove = o.chunkAbove
+	}
 	if o.noSync {
 		s.write = pebble.NoSync
 	}

@@ -37,10 +37,12 @@ var ErrLocked = errors.New("pebblestore: log is in use")
 type Option func(*options)
 
 type options struct {
-	noSync   bool
-	readOnly bool
-	reserve  int64
-	ballast  int64
+	noSync     bool
+	readOnly   bool
+	reserve    int64
+	ballast    int64
+	chunkAbove int
+	chunkSet   bool
 }
 
 // WithoutSync makes appends return before the write-ahead log reaches the
@@ -78,6 +80,11 @@ type Store struct {
 	// forks an execution has, and a fork made meanwhile must not read
 	// events that Delete drops.
 	tree sync.RWMutex
+	// chunkAbove is the record length above which appends store chunks
+	// (chunks.go); chunks orders appends that write chunks (read) against
+	// Sweep (write).
+	chunkAbove int
+	chunks     sync.RWMutex
 }
 
 var (
@@ -678,6 +685,11 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	status := e.mu.status.Clone()
 	b := s.db.NewBatch()
 	defer b.Close()
+	s.chunks.RLock()
+	defer s.chunks.RUnlock()
+	if err := s.chunkRecords(b, records); err != nil {
+		return 0, err
+	}
 	for i, ev := range events {
 		_ = b.Set(eventKey(id, ev.Seq), records[i], nil)
 		status.Apply(ev)
@@ -875,7 +887,7 @@ func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, 
 			yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")})
 			return false
 		}
-		ev, err := eventlog.DecodeRecord(want, it.Value())
+		ev, err := s.decodeEvent(want, it.Value())
 		if err != nil {
 			yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: err})
 			return false
