@@ -117,6 +117,8 @@ func TestGolden(t *testing.T) {
 		{"fork_uncovered_json", []string{"fork", "--json", "{A}", "20"}, true},
 		{"fork_other_agent", []string{"fork", "{D}", "3"}, true},
 		{"run_other_agent", []string{"run", "{D}"}, false},
+		{"gc_dry_run", []string{"gc", "--older-than", "0s", "--dry-run"}, false},
+		{"du", []string{"du"}, false},
 		{"help", []string{"-h"}, false},
 		{"help_command", []string{"help", "coverage"}, false},
 		{"help_flag_command", []string{"timeline", "-h"}, false},
@@ -135,6 +137,12 @@ func TestGolden(t *testing.T) {
 		{"err_cancel_unknown", []string{"cancel", "ffffffff"}, false},
 		{"err_arg_count", []string{"show", "{A}"}, false},
 		{"err_timeline_no_html", []string{"timeline", "{A}"}, false},
+		{"err_gc_no_age", []string{"gc"}, false},
+		{"err_gc_days", []string{"gc", "--older-than", "7d"}, false},
+		{"err_gc_negative", []string{"gc", "--older-than", "-1h"}, false},
+		{"err_gc_running", []string{"gc", "--status", "running", "--older-than", "1h"}, false},
+		{"err_gc_grace", []string{"gc", "--older-than", "1h", "--grace", "-5m"}, false},
+		{"err_delete_unknown", []string{"delete", "ffffffff"}, false},
 		{"err_timeline_no_folder", []string{"timeline", "{A}", "--html", "{dir}/nope/t.html"}, false},
 	}
 	for _, c := range cases {
