@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/internal/workload"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -428,5 +430,45 @@ func BenchmarkPeer(b *testing.B) {
 				perSecond(b, float64(n.Load())*float64(sz.PeerSteps), "steps/s")
 			})
 		}
+	}
+}
+
+// BenchmarkConversation stands for scenario 8: the LLM calls of one
+// conversation of ConversationTurns turns appended with chunked values
+// (values=chunked) and with whole records (values=whole); it reports
+// calls/s and the bytes stored per unique byte of the conversation.
+func BenchmarkConversation(b *testing.B) {
+	ctx := context.Background()
+	turns := benchSizes().ConversationTurns
+	for _, values := range []string{"chunked", "whole"} {
+		b.Run("values="+values, func(b *testing.B) {
+			var opts []pebblestore.Option
+			if values == "whole" {
+				opts = append(opts, pebblestore.ChunkAbove(0))
+			}
+			st, err := pebblestore.Open(b.TempDir(), opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			e := &env{ctx: ctx}
+			var calls int
+			var took time.Duration
+			var unique int
+			for i := 0; b.Loop(); i++ {
+				reqs, u := workload.Conversation(turns, uint64(i+1))
+				d, err := appendConversation(e, st, reqs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				calls, took, unique = calls+len(reqs), took+d, unique+u
+			}
+			stored, err := storedBytes(e, st)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(calls)/took.Seconds(), "calls/s")
+			b.ReportMetric(stored/float64(unique), "stored/unique")
+		})
 	}
 }

@@ -67,15 +67,16 @@ func (c Config) withDefaults() Config {
 
 // Sizes are the workload sizes of a run.
 type Sizes struct {
-	ReplaySteps    int `json:"replay_steps"`     // scenario 3: recorded steps replayed by Run
-	MemoryEvents   int `json:"memory_events"`    // scenario 3m: events of the large replay
-	MemorySmall    int `json:"memory_small"`     // scenario 3m: events of the small replay it is compared with
-	HistoryEvents  int `json:"history_events"`   // scenarios 4 and 5: events of the coder-agent history
-	ForkNear       int `json:"fork_near"`        // scenario 4: the early fork point
-	Files          int `json:"files"`            // scenario 6: files in the workspace
-	PeerSteps      int `json:"peer_steps"`       // scenario 7: durable steps per workflow
-	AppendWriters  int `json:"append_writers"`   // scenario 1: writers of the wide case
-	PeerConcurrent int `json:"peer_concurrency"` // scenario 7: concurrent workflows of the wide case
+	ReplaySteps       int `json:"replay_steps"`       // scenario 3: recorded steps replayed by Run
+	MemoryEvents      int `json:"memory_events"`      // scenario 3m: events of the large replay
+	MemorySmall       int `json:"memory_small"`       // scenario 3m: events of the small replay it is compared with
+	HistoryEvents     int `json:"history_events"`     // scenarios 4 and 5: events of the coder-agent history
+	ForkNear          int `json:"fork_near"`          // scenario 4: the early fork point
+	Files             int `json:"files"`              // scenario 6: files in the workspace
+	PeerSteps         int `json:"peer_steps"`         // scenario 7: durable steps per workflow
+	AppendWriters     int `json:"append_writers"`     // scenario 1: writers of the wide case
+	PeerConcurrent    int `json:"peer_concurrency"`   // scenario 7: concurrent workflows of the wide case
+	ConversationTurns int `json:"conversation_turns"` // scenario 8: LLM calls of one conversation
 }
 
 // sizesFor returns the sizes of the issue's scenarios, or the small ones of
@@ -83,10 +84,10 @@ type Sizes struct {
 func sizesFor(short bool) Sizes {
 	if short {
 		return Sizes{ReplaySteps: 2_000, MemoryEvents: 10_000, MemorySmall: 2_000, HistoryEvents: 10_000,
-			ForkNear: 10, Files: 500, PeerSteps: 10, AppendWriters: 64, PeerConcurrent: 16}
+			ForkNear: 10, Files: 500, PeerSteps: 10, AppendWriters: 64, PeerConcurrent: 16, ConversationTurns: 30}
 	}
 	return Sizes{ReplaySteps: 100_000, MemoryEvents: 1_000_000, MemorySmall: 100_000, HistoryEvents: 1_000_000,
-		ForkNear: 10, Files: 10_000, PeerSteps: 50, AppendWriters: 64, PeerConcurrent: 16}
+		ForkNear: 10, Files: 10_000, PeerSteps: 50, AppendWriters: 64, PeerConcurrent: 16, ConversationTurns: 200}
 }
 
 // env is what a scenario runs with.
@@ -137,6 +138,7 @@ func scenarios() []scenario {
 		{"5", "coverage", runCoverage},
 		{"6", "dirfs", runDirfs},
 		{"7", "peer engine", runPeer},
+		{"8", "conversation storage", runConversation},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -192,37 +193,69 @@ func chunkValue(data []byte) []byte {
 	return append(v, data...)
 }
 
+// knownChunks is how many chunk hashes a store remembers as present, so
+// that a conversation's next call does not look up the chunks its last
+// call wrote. Past it the memory starts over.
+const knownChunks = 1 << 18
+
 // chunkRecords replaces, in records, every record longer than the
 // store's threshold by its manifest, and adds to b the chunks the store
-// does not hold yet. The caller holds s.chunks for reading until b is
-// committed, so that Sweep cannot remove a chunk this batch relies on.
-func (s *Store) chunkRecords(b *pebble.Batch, records [][]byte) error {
+// does not hold yet. It returns the hashes of the chunks b writes, for
+// s.remember once b is committed. The caller holds s.chunks for reading
+// until then, so that Sweep cannot remove a chunk this batch relies on.
+func (s *Store) chunkRecords(b *pebble.Batch, records [][]byte) ([]chunkHash, error) {
 	if s.chunkAbove <= 0 {
-		return nil
+		return nil, nil
 	}
+	var written []chunkHash
 	for i, rec := range records {
 		if len(rec) <= s.chunkAbove {
 			continue
 		}
 		m, chunks, err := split(rec)
 		if err != nil {
-			return fmt.Errorf("pebblestore: chunk a record of %d bytes: %w", len(rec), err)
+			return nil, fmt.Errorf("pebblestore: chunk a record of %d bytes: %w", len(rec), err)
 		}
 		for h, data := range chunks {
+			if s.knows(h) || slices.Contains(written, h) {
+				continue
+			}
 			k := chunkKey(h)
 			_, closer, err := s.db.Get(k)
 			if err == nil {
 				closer.Close()
+				s.remember(h)
 				continue
 			}
 			if !errors.Is(err, pebble.ErrNotFound) {
-				return s.readErr(eventlog.ID{}, "chunk", err)
+				return nil, s.readErr(eventlog.ID{}, "chunk", err)
 			}
 			_ = b.Set(k, chunkValue(data), nil)
+			written = append(written, h)
 		}
 		records[i] = m
 	}
-	return nil
+	return written, nil
+}
+
+// knows reports whether h is a chunk the store is known to hold.
+func (s *Store) knows(h chunkHash) bool {
+	s.known.Lock()
+	defer s.known.Unlock()
+	_, ok := s.known.set[h]
+	return ok
+}
+
+// remember notes chunks the store holds (committed, or found).
+func (s *Store) remember(hs ...chunkHash) {
+	s.known.Lock()
+	defer s.known.Unlock()
+	if s.known.set == nil || len(s.known.set)+len(hs) > knownChunks {
+		s.known.set = make(map[chunkHash]struct{}, len(hs))
+	}
+	for _, h := range hs {
+		s.known.set[h] = struct{}{}
+	}
 }
 
 // isChunked reports whether an event value is a manifest.
@@ -343,6 +376,9 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	defer s.leave()
 	s.chunks.Lock()
 	defer s.chunks.Unlock()
+	s.known.Lock()
+	s.known.set = nil // what the sweep removes must be looked up again
+	s.known.Unlock()
 	live := map[chunkHash]bool{}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagEvent}, UpperBound: []byte{tagEvent + 1}})
 	if err != nil {

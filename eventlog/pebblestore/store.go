@@ -85,6 +85,11 @@ type Store struct {
 	// Sweep (write).
 	chunkAbove int
 	chunks     sync.RWMutex
+	// known remembers chunks the store holds (chunks.go).
+	known struct {
+		sync.Mutex
+		set map[chunkHash]struct{}
+	}
 }
 
 var (
@@ -687,7 +692,8 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	defer b.Close()
 	s.chunks.RLock()
 	defer s.chunks.RUnlock()
-	if err := s.chunkRecords(b, records); err != nil {
+	written, err := s.chunkRecords(b, records)
+	if err != nil {
 		return 0, err
 	}
 	for i, ev := range events {
@@ -720,6 +726,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		e.mu.loaded = false
 		return 0, fmt.Errorf("pebblestore: execution %s: append: %w", id, err)
 	}
+	s.remember(written...)
 	e.mu.head = expectedHead + uint64(len(events))
 	e.mu.status = status
 	e.mu.inbox.remove(take)
