@@ -13,6 +13,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/forkline/forkline/driver"
 )
@@ -91,6 +92,7 @@ type shared struct {
 
 	mu        sync.Mutex
 	next      int
+	nextRef   int // refs are never reused, even after Live forgot some
 	resources map[string]*Handle
 	refs      map[string]map[string]string
 }
@@ -164,7 +166,8 @@ func (d *Driver) Checkpoint(ctx context.Context, h *Handle) (string, error) {
 	snap := h.Files()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ref := fmt.Sprintf("ck%d", len(d.refs)+1)
+	d.nextRef++
+	ref := fmt.Sprintf("ck%d", d.nextRef)
 	d.refs[ref] = snap
 	return ref, nil
 }
@@ -207,4 +210,40 @@ func (d *Driver) Refs() []string {
 // Counts returns how many creates, opens and checkpoints were made.
 func (d *Driver) Counts() (creates, opens, checkpoints int64) {
 	return d.creates.Load(), d.opens.Load(), d.checkpoints.Load()
+}
+
+var _ driver.Collector[Binding] = (*Driver)(nil)
+
+// Live implements driver.Collector: it forgets every checkpoint not in
+// refs and every resource no binding names. The driver keeps no times, so
+// grace only has to be non-negative: a test collects when nothing is being
+// captured.
+func (d *Driver) Live(ctx context.Context, refs []string, bindings []Binding, grace time.Duration) (driver.Collected, error) {
+	var st driver.Collected
+	if grace < 0 {
+		return st, fmt.Errorf("testdriver: %w: negative grace %v", driver.ErrInvalidCollect, grace)
+	}
+	keepRef := map[string]bool{}
+	for _, r := range refs {
+		keepRef[r] = true
+	}
+	keepRes := map[string]bool{}
+	for _, b := range bindings {
+		keepRes[b.ID] = true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for r := range d.refs {
+		if !keepRef[r] {
+			delete(d.refs, r)
+			st.Checkpoints++
+		}
+	}
+	for id := range d.resources {
+		if !keepRes[id] {
+			delete(d.resources, id)
+			st.Resources++
+		}
+	}
+	return st, nil
 }
