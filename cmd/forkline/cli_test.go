@@ -290,7 +290,7 @@ func TestDemoRefusesForeignLog(t *testing.T) {
 func TestLocked(t *testing.T) {
 	check := func(t *testing.T, f *fixture) {
 		t.Helper()
-		for _, cmd := range [][]string{{"ls"}, {"fork", f.ids["A"].String(), "3"}, {"demo"}} {
+		for _, cmd := range [][]string{{"ls"}, {"fork", f.ids["A"].String(), "3"}, {"demo"}, {"gc", "--older-than", "0s"}, {"delete", f.ids["A"].String()}} {
 			stdout, stderr, code := runCLI(t, append([]string{"--dir", f.dir}, cmd...)...)
 			if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "in use by another process") {
 				t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line saying the log is in use", cmd, code, stdout, stderr)
