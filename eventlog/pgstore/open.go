@@ -261,12 +261,12 @@ func (s *Store) leave() { s.life.active.Done() }
 
 // Close implements eventlog.Log: new operations fail with ErrClosed at
 // once, running ones finish, and the connections are closed. Every append
-// that returned is committed. Closing twice is no error.
+// that returned is committed. Close again returns ErrClosed.
 func (s *Store) Close() error {
 	s.life.Lock()
 	if s.life.closing {
 		s.life.Unlock()
-		return nil
+		return eventlog.ErrClosed
 	}
 	s.life.closing = true
 	s.life.Unlock()
