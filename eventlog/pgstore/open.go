@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,8 +100,19 @@ var (
 // creates the store's schema and tables when they do not exist, and
 // migrates them to SchemaVersion. Concurrent Opens of one schema (many
 // hosts starting at once) are serialized by an advisory lock.
+//
+// A URL may name the schema with the query parameter forkline_schema
+// (postgres://host/db?forkline_schema=team_a), which Open removes before
+// connecting; WithSchema takes precedence over it.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	o := options{schema: DefaultSchema}
+	url, schema, err := schemaParam(url)
+	if err != nil {
+		return nil, err
+	}
+	if schema != "" {
+		opts = append([]Option{WithSchema(schema)}, opts...)
+	}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: nil option", eventlog.ErrInvalid)
@@ -126,6 +139,32 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// SchemaParam is the URL query parameter that names the store's schema.
+const SchemaParam = "forkline_schema"
+
+// schemaParam removes SchemaParam from a postgres:// URL and returns its
+// value.
+func schemaParam(raw string) (string, string, error) {
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return raw, "", nil
+	}
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: pgstore: database URL: %w", eventlog.ErrInvalid, err)
+	}
+	q := u.Query()
+	if !q.Has(SchemaParam) {
+		return raw, "", nil
+	}
+	schema := q.Get(SchemaParam)
+	if schema == "" {
+		return "", "", fmt.Errorf("%w: pgstore: database URL: empty %s", eventlog.ErrInvalid, SchemaParam)
+	}
+	q.Del(SchemaParam)
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
 }
 
 // Schema returns the name of the Postgres schema the store's tables are in.

@@ -87,8 +87,7 @@ func TestCorruptEvent(t *testing.T) {
 
 // The schema is created once, versioned, and a newer one is refused.
 func TestSchemaVersion(t *testing.T) {
-	url := pgtest.URL(t)
-	schema := freshSchema(t, url)
+	url, schema := pgtest.Schema(t)
 	s, err := pgstore.Open(t.Context(), url, pgstore.WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)
@@ -123,8 +122,32 @@ func TestBadOpen(t *testing.T) {
 			t.Errorf("WithSchema(%q) = %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := pgstore.Open(t.Context(), "postgres://%zz"); !errors.Is(err, eventlog.ErrInvalid) {
-		t.Errorf("Open of a bad URL = %v, want ErrInvalid", err)
+	for _, bad := range []string{"postgres://%zz", url + "?forkline_schema=", url + "?forkline_schema=No"} {
+		if _, err := pgstore.Open(t.Context(), bad); !errors.Is(err, eventlog.ErrInvalid) {
+			t.Errorf("Open(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// The URL may name the schema; WithSchema wins over it.
+func TestSchemaInURL(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	s, err := pgstore.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.Contains(url, "forkline_schema="+s.Schema()) || !strings.HasPrefix(s.Schema(), "forkline_test_") {
+		t.Fatalf("Open(%q) is in schema %q", url, s.Schema())
+	}
+	_, other := pgtest.Schema(t)
+	s2, err := pgstore.Open(t.Context(), url, pgstore.WithSchema(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if s2.Schema() != other {
+		t.Fatalf("WithSchema(%q) over the URL's schema: in %q", other, s2.Schema())
 	}
 }
 

@@ -7,7 +7,10 @@ package pgtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,4 +54,40 @@ func URL(t testing.TB) string {
 		t.Skipf("no PostgreSQL at %s (set FORKLINE_TEST_POSTGRES): skipped", probe.url)
 	}
 	return probe.url
+}
+
+// Schema returns the test server's URL and a new schema name, which is
+// dropped (with everything in it) at cleanup.
+func Schema(t testing.TB) (url, schema string) {
+	t.Helper()
+	url = URL(t)
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	schema = "forkline_test_" + hex.EncodeToString(r[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return url, schema
+}
+
+// SchemaURL returns the test server's URL naming a new schema (the
+// forkline_schema parameter pgstore.Open reads), dropped at cleanup.
+func SchemaURL(t testing.TB) string {
+	t.Helper()
+	url, schema := Schema(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "forkline_schema=" + schema
 }
