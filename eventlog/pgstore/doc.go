@@ -47,7 +47,6 @@
 //   - the types bytea and text[], and array parameters compared with
 //     = ANY($n);
 //   - INSERT … ON CONFLICT (idem_key) DO NOTHING, for idempotency keys;
-//   - SELECT DISTINCT ON (key), for the newest index row of each resource;
 //   - SELECT … FOR UPDATE OF e SKIP LOCKED, in ClaimRunnable;
 //   - clock_timestamp(), the database's clock for lease expiry;
 //   - CREATE SCHEMA / TABLE IF NOT EXISTS;

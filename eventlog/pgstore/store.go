@@ -575,9 +575,19 @@ const stateCols = `key, seq, generation, in_flight, coverage_reuse, bound, lates
 // resource bound by then: a fork writes one for each inherited resource.
 func (s *Store) resourceStates(ctx context.Context, q querier, segs []segment, at uint64) ([]eventlog.ResourceState, error) {
 	seg := segmentOf(segs, at)
-	// DISTINCT ON is Postgres's (CockroachDB has it too).
-	rows, err := q.Query(ctx, `SELECT DISTINCT ON (key) `+stateCols+` FROM `+s.q.states+`
-		WHERE execution = $1 AND seq <= $2 ORDER BY key, seq DESC`, seg.id[:], int64(at))
+	// A skip scan: the execution's resource keys one index probe each (a
+	// recursive CTE), then each key's newest row at or before at (a
+	// LATERAL probe), so the cost grows with the number of resources, not
+	// with at. Both are standard SQL.
+	rows, err := q.Query(ctx, `WITH RECURSIVE keys (key) AS (
+			(SELECT key FROM `+s.q.states+` WHERE execution = $1 ORDER BY key LIMIT 1)
+			UNION ALL
+			SELECT (SELECT r.key FROM `+s.q.states+` r WHERE r.execution = $1 AND r.key > keys.key ORDER BY r.key LIMIT 1)
+			FROM keys WHERE keys.key IS NOT NULL)
+		SELECT st.* FROM keys, LATERAL (
+			SELECT `+stateCols+` FROM `+s.q.states+` r
+			WHERE r.execution = $1 AND r.key = keys.key AND r.seq <= $2 ORDER BY r.seq DESC LIMIT 1) st
+		WHERE keys.key IS NOT NULL`, seg.id[:], int64(at))
 	if err != nil {
 		return nil, s.wrap(err, "execution %s: read index", seg.id)
 	}
