@@ -37,6 +37,10 @@ type Config struct {
 	// must be on a real disk, since most figures are bounded by fsync.
 	// Default "": os.TempDir().
 	TempDir string
+	// Postgres is the URL of the PostgreSQL server of scenario 8, which
+	// works in a schema of its own and drops it. Default "": scenario 8 is
+	// skipped.
+	Postgres string
 	// Progress receives one line per measurement. Default nil: silent.
 	Progress io.Writer
 	// HeapProfile, when set, receives the heap profile taken when the
@@ -137,6 +141,7 @@ func scenarios() []scenario {
 		{"5", "coverage", runCoverage},
 		{"6", "dirfs", runDirfs},
 		{"7", "peer engine", runPeer},
+		{"8", "postgres", runPostgres},
 	}
 }
 
