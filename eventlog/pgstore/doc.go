@@ -37,7 +37,10 @@
 // *eventlog.CorruptionError naming the execution and seq.
 //
 // A read (Events, ResourceHistory, List) fetches a page of rows at a time
-// and holds no connection while its caller's loop body runs.
+// and holds no connection while its caller's loop body runs; no call holds
+// one connection while it waits for another. The pool is pgxpool's: its
+// size is the URL's pool_max_conns (default the larger of 4 and the
+// number of CPUs).
 //
 // # Postgres-only constructs
 //
