@@ -649,11 +649,15 @@ func (s *Store) ResourceHistory(ctx context.Context, id eventlog.ID, key string,
 			yield(eventlog.ResourceState{}, err)
 			return
 		}
+		// Pages grow from 16 rows: a caller often stops after the first
+		// few states (a fork plan looks for the next checkpoint), and a
+		// long history past after costs it nothing then.
+		limit := 16
 		for _, seg := range segs {
 			hi := min(seg.hi, head)
 			lo := max(seg.lo, after+1)
 			for lo <= hi {
-				page, err := s.historyPage(ctx, seg.id, key, lo, hi)
+				page, err := s.historyPage(ctx, seg.id, key, lo, hi, limit)
 				if err != nil {
 					yield(eventlog.ResourceState{}, err)
 					return
@@ -663,22 +667,23 @@ func (s *Store) ResourceHistory(ctx context.Context, id eventlog.ID, key string,
 						return
 					}
 				}
-				if len(page) < pageSize {
+				if len(page) < limit {
 					break
 				}
 				lo = page[len(page)-1].Seq + 1
+				limit = min(2*limit, pageSize)
 			}
 		}
 	}
 }
 
-func (s *Store) historyPage(ctx context.Context, id eventlog.ID, key string, lo, hi uint64) ([]eventlog.ResourceState, error) {
+func (s *Store) historyPage(ctx context.Context, id eventlog.ID, key string, lo, hi uint64, limit int) ([]eventlog.ResourceState, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer s.leave()
 	rows, err := s.pool.Query(ctx, `SELECT `+stateCols+` FROM `+s.q.states+`
-		WHERE execution = $1 AND key = $2 AND seq >= $3 AND seq <= $4 ORDER BY seq LIMIT `+strconv.Itoa(pageSize),
+		WHERE execution = $1 AND key = $2 AND seq >= $3 AND seq <= $4 ORDER BY seq LIMIT `+strconv.Itoa(limit),
 		id[:], key, int64(lo), int64(min(hi, math.MaxInt64)))
 	if err != nil {
 		return nil, s.wrap(err, "execution %s: read index", id)

@@ -275,3 +275,50 @@ func TestClaimRunnableTakesOver(t *testing.T) {
 		t.Fatalf("head %d after the refused append, want 2", h)
 	}
 }
+
+// ResourceHistory reads across its growing pages (16, 32, … rows) without
+// losing or repeating a state, and equals the fold's changes.
+func TestResourceHistoryPages(t *testing.T) {
+	s := openStore(t, pgstore.WithoutSync())
+	id := create(t, s, "a")
+	ps := []eventlog.Payload{&eventlog.ResourceBound{Key: "ws", DriverID: "d", Binding: []byte(`{}`), EverySteps: 1}}
+	for i := range 150 {
+		step := "s" + strings.Repeat("x", i%3) + time.Duration(i).String()
+		ps = append(ps, &eventlog.StepStarted{StepID: step, StepKind: "tool", Target: "t", Resources: []string{"ws"},
+			Idempotency: eventlog.SafeToRetry, Attempt: 1}, &eventlog.StepSucceeded{StepID: step, Result: []byte(`1`)})
+	}
+	appendEvs(t, s, id, 1, ps...)
+	fold := eventlog.NewIndexState(nil)
+	var want []eventlog.ResourceState
+	var evs []eventlog.Event
+	for ev, err := range s.Events(t.Context(), id, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	for _, ev := range evs {
+		changed, err := fold.Apply(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq > 7 {
+			want = append(want, changed...)
+		}
+	}
+	var got []eventlog.ResourceState
+	for st, err := range s.ResourceHistory(t.Context(), id, "ws", 7) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, st)
+	}
+	if len(got) != len(want) || len(want) < 290 {
+		t.Fatalf("ResourceHistory has %d states, the fold %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Seq != want[i].Seq || got[i].Generation != want[i].Generation || len(got[i].InFlight) != len(want[i].InFlight) {
+			t.Fatalf("state %d: %+v, the fold's %+v", i, got[i], want[i])
+		}
+	}
+}
