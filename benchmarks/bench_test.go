@@ -433,7 +433,7 @@ func BenchmarkPeer(b *testing.B) {
 	}
 }
 
-// BenchmarkConversation stands for scenario 8: the LLM calls of one
+// BenchmarkConversation stands for scenario 9: the LLM calls of one
 // conversation of ConversationTurns turns appended with chunked values
 // (values=chunked) and with whole records (values=whole); it reports
 // calls/s and the bytes stored per unique byte of the conversation.

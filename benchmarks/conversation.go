@@ -10,7 +10,7 @@ import (
 	"github.com/forkline/forkline/internal/workload"
 )
 
-// Scenario 8, conversation storage (DESIGN §14): an agent's LLM calls over
+// Scenario 9, conversation storage (DESIGN §14): an agent's LLM calls over
 // a conversation of ConversationTurns turns, each request holding every
 // earlier message (internal/workload.Conversation: 2.2 KB of new text a
 // turn on average). Each call is one synced append of step.started (the
@@ -56,7 +56,7 @@ func runConversation(e *env) ([]Row, error) {
 	}
 	f := Figure{What: "chunked", Value: median(rates[0]), Unit: "calls/s", Rounds: rates[0]}
 	w := Figure{What: "whole records (before)", Value: median(rates[1]), Unit: "calls/s", Rounds: rates[1]}
-	timeRow := rowOf("8a", fmt.Sprintf("append an LLM call of a %d-turn conversation, chunked vs whole", turns),
+	timeRow := rowOf("9a", fmt.Sprintf("append an LLM call of a %d-turn conversation, chunked vs whole", turns),
 		"Conversation/values=chunked", f, w, inv, "time per call, chunked/whole", "≤ 1.3", atMost(1.3), load)
 	timeRow.Note = "One synced append per call (step.started with the request, step.succeeded); each op a new conversation with new text."
 
@@ -80,7 +80,7 @@ func runConversation(e *env) ([]Row, error) {
 	u := float64(unique)
 	sf := Figure{What: "chunked", Value: sizes[0] / u, Unit: "× unique bytes", Rounds: []float64{sizes[0] / u}}
 	sw := Figure{What: "whole records (before)", Value: sizes[1] / u, Unit: "× unique bytes", Rounds: []float64{sizes[1] / u}}
-	sizeRow := rowOf("8b", fmt.Sprintf("bytes stored by a %d-turn conversation, over its unique bytes", turns),
+	sizeRow := rowOf("9b", fmt.Sprintf("bytes stored by a %d-turn conversation, over its unique bytes", turns),
 		"Conversation/values=chunked", sf, sw, func(f, _ float64) float64 { return f }, "stored/unique, chunked", "≤ 3", atMost(3), load)
 	sizeRow.Note = fmt.Sprintf("Unique: the last request, %s bytes. Stored: keys and values of the events, index entries and chunks (before Pebble's compression): %s chunked, %s whole.",
 		humanNumber(u), humanNumber(sizes[0]), humanNumber(sizes[1]))

@@ -83,8 +83,13 @@ func (e *env) history() (*historyFixture, error) {
 // calls): the plan from the checkpoint index, then one synced write of the
 // fork's header and fork.created. It checks the plan selects the workspace.
 func (h *historyFixture) forkOp(ctx context.Context, at uint64) op {
+	return h.forkOpOn(ctx, h.st, at)
+}
+
+// forkOpOn is forkOp on the history in st.
+func (h *historyFixture) forkOpOn(ctx context.Context, st eventlog.IndexedLog, at uint64) op {
 	return timed(func() (float64, error) {
-		_, plan, err := fork.Create(ctx, h.st, h.id, at, time.Time{})
+		_, plan, err := fork.Create(ctx, st, h.id, at, time.Time{})
 		if err != nil {
 			return 0, err
 		}

@@ -37,6 +37,10 @@ type Config struct {
 	// must be on a real disk, since most figures are bounded by fsync.
 	// Default "": os.TempDir().
 	TempDir string
+	// Postgres is the URL of the PostgreSQL server of scenario 8, which
+	// works in a schema of its own and drops it. Default "": scenario 8 is
+	// skipped.
+	Postgres string
 	// Progress receives one line per measurement. Default nil: silent.
 	Progress io.Writer
 	// HeapProfile, when set, receives the heap profile taken when the
@@ -76,7 +80,7 @@ type Sizes struct {
 	PeerSteps         int `json:"peer_steps"`         // scenario 7: durable steps per workflow
 	AppendWriters     int `json:"append_writers"`     // scenario 1: writers of the wide case
 	PeerConcurrent    int `json:"peer_concurrency"`   // scenario 7: concurrent workflows of the wide case
-	ConversationTurns int `json:"conversation_turns"` // scenario 8: LLM calls of one conversation
+	ConversationTurns int `json:"conversation_turns"` // scenario 9: LLM calls of one conversation
 }
 
 // sizesFor returns the sizes of the issue's scenarios, or the small ones of
@@ -138,7 +142,8 @@ func scenarios() []scenario {
 		{"5", "coverage", runCoverage},
 		{"6", "dirfs", runDirfs},
 		{"7", "peer engine", runPeer},
-		{"8", "conversation storage", runConversation},
+		{"8", "postgres", runPostgres},
+		{"9", "conversation storage", runConversation},
 	}
 }
 

@@ -194,3 +194,21 @@ func (s *LeaseState) Admit(ctx context.Context, id ID, now time.Time) error {
 	}
 	return s.current(Lease{ID: id, Epoch: epoch})
 }
+
+// Claimer is a Leaser that finds and claims runnable executions in bulk,
+// for a Serve loop shared by many workers (DESIGN §11): on Postgres, one
+// short transaction with FOR UPDATE SKIP LOCKED, so that workers never
+// wait on each other's rows and never claim one execution twice. A kernel
+// uses it when its store has it, and lists and claims one by one
+// otherwise.
+type Claimer interface {
+	Leaser
+
+	// ClaimRunnable claims for owner, until ttl from now, up to n
+	// executions of the given agents that have no live lease and are
+	// runnable: pending, running (an interrupted dispatch), or waiting with
+	// a wake time at or before now, a pending request, or children that
+	// have all ended. It returns their leases in ID order; none when
+	// nothing is runnable. An empty owner or a ttl ≤ 0 wraps ErrInvalid.
+	ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]Lease, error)
+}

@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/eventlog/pgstore"
 	"github.com/forkline/forkline/fork"
 	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/replay"
@@ -133,9 +135,12 @@ func defaultOwner() string {
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(r[:]))
 }
 
-// Open opens a kernel on the Pebble log in dir, or in memory when dir is "".
+// Open opens a kernel on the Pebble log in dir, or in memory when dir is
+// "". A dir that is a postgres:// or postgresql:// URL opens the Postgres
+// log (eventlog/pgstore, in its default schema) in that database instead,
+// which kernels of many processes and hosts may share (DESIGN §11).
 func Open(dir string, opts ...Option) (*Kernel, error) {
-	store, err := pebblestore.Open(dir)
+	store, err := OpenLog(context.Background(), dir)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +151,30 @@ func Open(dir string, opts ...Option) (*Kernel, error) {
 	}
 	k.ownsLog = true
 	return k, nil
+}
+
+// IsPostgresURL reports whether where names a Postgres database (it starts
+// with postgres:// or postgresql://) rather than a folder.
+func IsPostgresURL(where string) bool {
+	return strings.HasPrefix(where, "postgres://") || strings.HasPrefix(where, "postgresql://")
+}
+
+// OpenLog opens the log Open would open: the Postgres store
+// (pgstore.Open, default schema) when where is a Postgres URL, else the
+// Pebble store in the folder where ("" for memory).
+func OpenLog(ctx context.Context, where string) (eventlog.IndexedLog, error) {
+	if IsPostgresURL(where) {
+		s, err := pgstore.Open(ctx, where)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	s, err := pebblestore.Open(where)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // New makes a kernel on a log the caller opened (any backend that implements
@@ -205,6 +234,19 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 		return nil, err
 	}
 	defer release()
+	return k.runOwned(ctx, id, lease)
+}
+
+// runClaimed is Run of an execution whose lease a Claimer gave this
+// kernel: it keeps the lease (renewing it) for the dispatch.
+func (k *Kernel) runClaimed(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease) (*Result, error) {
+	ctx, release := k.keep(ctx, leaser, lease)
+	defer release()
+	return k.runOwned(ctx, lease.ID, lease)
+}
+
+// runOwned runs one dispatch of id, which this kernel owns.
+func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Lease) (*Result, error) {
 
 	d, err := k.load(ctx, id)
 	if err != nil {
@@ -278,7 +320,16 @@ func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, even
 	if err != nil {
 		return nil, eventlog.Lease{}, nil, err
 	}
-	claimed := lease
+	lctx, release := k.keep(ctx, leaser, lease)
+	return lctx, lease, release, nil
+}
+
+// keep holds lease for one Run: it renews it every third of the TTL until
+// release. The returned context carries the lease's epoch and is cancelled,
+// with a cause wrapping eventlog.ErrLeaseLost, if a renewal finds the lease
+// taken over. release stops the renewals and releases the lease.
+func (k *Kernel) keep(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease) (context.Context, func()) {
+	id := lease.ID
 	lctx, cancel := context.WithCancelCause(eventlog.WithEpoch(ctx, lease.Epoch))
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -306,13 +357,13 @@ func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, even
 			}
 		}
 	}()
-	return lctx, claimed, func() {
+	return lctx, func() {
 		close(stop)
 		<-done
 		cancel(nil)
 		_ = leaser.Release(context.WithoutCancel(ctx), lease)
 		k.notify() // a Serve may run what this owner leaves behind
-	}, nil
+	}
 }
 
 // load folds id's lineage into a new dispatch.

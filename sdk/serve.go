@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,44 +73,48 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 	defer wg.Wait()
 	t := time.NewTicker(o.poll)
 	defer t.Stop()
-	for {
-		ids, err := k.runnable(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("sdk: serve: %w", err)
-		}
-		for _, id := range ids {
-			mu.Lock()
-			busy := running[id]
-			mu.Unlock()
-			if busy {
-				continue
-			}
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			mu.Lock()
-			running[id] = true
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() {
-					mu.Lock()
-					delete(running, id)
-					mu.Unlock()
-					<-slots
-					k.notify()
-				}()
-				_, err := k.Run(ctx, id)
-				if err != nil && !errors.Is(err, ErrBusy) && ctx.Err() == nil {
-					k.logger.Debug("forkline: serve: run ended with an error", "execution", id.String(), "error", err)
-				}
+	start := func(id eventlog.ID, run func() error) {
+		mu.Lock()
+		running[id] = true
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				mu.Lock()
+				delete(running, id)
+				mu.Unlock()
+				<-slots
+				k.notify()
 			}()
+			if err := run(); err != nil && !errors.Is(err, ErrBusy) && ctx.Err() == nil {
+				k.logger.Debug("forkline: serve: run ended with an error", "execution", id.String(), "error", err)
+			}
+		}()
+	}
+	claimer, _ := k.log.(eventlog.Claimer)
+	for {
+		if claimer != nil {
+			// The store finds and claims what to run in one short
+			// transaction (FOR UPDATE SKIP LOCKED on Postgres): kernels
+			// sharing it never wait on each other or claim one twice.
+			// Only this loop fills slots, so they stay free until used.
+			leases, err := claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("sdk: serve: %w", err)
+			}
+			for _, l := range leases {
+				slots <- struct{}{}
+				start(l.ID, func() error {
+					_, err := k.runClaimed(ctx, claimer, l)
+					return err
+				})
+			}
+		} else if err := k.serveListed(ctx, &mu, running, slots, start); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -118,6 +123,50 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 		case <-t.C:
 		}
 	}
+}
+
+// serveListed starts a run of every runnable execution that this Serve
+// does not run yet, as slots free up: for a store without a Claimer, each
+// run claims its execution itself, and ErrBusy means another kernel won.
+func (k *Kernel) serveListed(ctx context.Context, mu *sync.Mutex, running map[eventlog.ID]bool, slots chan struct{},
+	start func(eventlog.ID, func() error)) error {
+	ids, err := k.runnable(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("sdk: serve: %w", err)
+	}
+	for _, id := range ids {
+		mu.Lock()
+		busy := running[id]
+		mu.Unlock()
+		if busy {
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		start(id, func() error {
+			_, err := k.Run(ctx, id)
+			return err
+		})
+	}
+	return nil
+}
+
+// agentNames lists the registered agents.
+func (k *Kernel) agentNames() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	names := make([]string, 0, len(k.mu.agents))
+	for name := range k.mu.agents {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // runnable lists the executions Serve should run now: of a registered

@@ -13,7 +13,6 @@ import (
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
-	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/internal/scriptedmodel"
 	"github.com/forkline/forkline/sdk"
@@ -105,11 +104,11 @@ func modelFor(l *lineage) (*model, error) {
 // registered on a dirfs store.
 type coderKernel struct {
 	k     *sdk.Kernel
-	store *pebblestore.Store
+	store logStore
 	drv   *dirfs.Driver // for reading workspaces and restoring checkpoints
 }
 
-func openCoderKernel(log *pebblestore.Store, dirfsStore string, m *model) (*coderKernel, error) {
+func openCoderKernel(log logStore, dirfsStore string, m *model) (*coderKernel, error) {
 	k, err := sdk.New(log)
 	if err != nil {
 		return nil, err

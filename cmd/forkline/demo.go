@@ -48,7 +48,7 @@ func cmdDemo(e *env, task string) error {
 	if fi, err := os.Stat(e.opts.dir); err == nil && !fi.IsDir() {
 		return inputErrorf("%s is not a folder", e.opts.dir)
 	}
-	store, err := openLog(e.opts.dir)
+	store, err := openLog(e)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,11 @@ func cmdDemo(e *env, task string) error {
 	section := func(title string) { fmt.Fprintf(out, "\n== %s ==\n", title) }
 
 	fmt.Fprintln(out, "forkline demo: the coder agent of the reference page, in Go")
-	fmt.Fprintf(out, "  data folder  %s (event log %s, workspace store %s)\n", e.opts.dir, logDir(e.opts.dir), storeDir(e.opts.dir))
+	logAt := logDir(e.opts.dir)
+	if e.opts.db != "" {
+		logAt = e.opts.where()
+	}
+	fmt.Fprintf(out, "  data folder  %s (event log %s, workspace store %s)\n", e.opts.dir, logAt, storeDir(e.opts.dir))
 	fmt.Fprintf(out, "  model        %s\n", m.describe())
 	fmt.Fprintf(out, "  workspace    a dirfs Resource with EverySteps(5): write_file affects it, read_file does not\n")
 

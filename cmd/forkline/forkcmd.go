@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/forkline/forkline/coverage"
-	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/fork"
 )
 
@@ -13,7 +13,7 @@ import (
 var now = time.Now
 
 func cmdFork(e *env, idArg, seqArg string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withLog(e, func(s logStore) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
@@ -46,11 +46,15 @@ func cmdFork(e *env, idArg, seqArg string) error {
 	})
 }
 
-// dirFlag is the --dir flag to repeat in a suggested command line, or ""
-// for the default folder.
+// dirFlag is the --dir (and --db) flag to repeat in a suggested command
+// line, or "" for the default folder (and $FORKLINE_DB).
 func dirFlag(e *env) string {
-	if e.opts.dir == defaultDir {
-		return ""
+	out := ""
+	if e.opts.dir != defaultDir {
+		out = " --dir " + e.opts.dir
 	}
-	return " --dir " + e.opts.dir
+	if e.opts.db != "" && e.opts.db != os.Getenv("FORKLINE_DB") {
+		out += " --db " + redactURL(e.opts.db)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,7 +19,7 @@ import (
 
 // cmdDelete deletes one execution (DESIGN §14).
 func cmdDelete(e *env, prefix string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withLog(e, func(s logStore) error {
 		info, err := resolve(e, s, prefix)
 		if err != nil {
 			return err
@@ -86,7 +87,7 @@ func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool)
 	if dryRun {
 		open = withReadLog
 	}
-	return open(e, func(s *pebblestore.Store) error {
+	return open(e, func(s logStore) error {
 		cutoff := time.Now().Add(-age)
 		var old []eventlog.Info
 		for info, err := range s.List(e.ctx, f) {
@@ -101,6 +102,7 @@ func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool)
 		var failed []string
 		var collected *driver.Collected
 		var swept *pebblestore.SweepStats
+		sw, canSweep := s.(sweeper)
 		if !dryRun {
 			k, err := sdk.New(s)
 			if err != nil {
@@ -115,12 +117,12 @@ func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool)
 				}
 				deleted = append(deleted, info.ID.String())
 			}
-			if len(deleted) > 0 {
-				sw, err := s.Sweep(e.ctx)
+			if len(deleted) > 0 && canSweep {
+				st, err := sw.Sweep(e.ctx)
 				if err != nil {
 					return fmt.Errorf("gc: sweep the log's chunks: %w", err)
 				}
-				swept = &sw
+				swept = &st
 			}
 			if dir := storeDir(e.opts.dir); isDir(dir) {
 				c, err := sdk.Collect(e.ctx, k, dirfs.New(dirfs.Config{Store: dir}), grace)
@@ -213,10 +215,14 @@ type usage struct {
 
 // cmdDu reports where the log's space goes, per execution.
 func cmdDu(e *env) error {
-	return withReadLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s logStore) error {
+		ur, ok := s.(eventlog.UsageReporter)
+		if !ok {
+			return fmt.Errorf("du: this store (%T) does not report what executions take", s)
+		}
 		var all []usage
 		var total usage
-		for u, err := range s.Usage(e.ctx) {
+		for u, err := range ur.Usage(e.ctx) {
 			if err != nil {
 				return fmt.Errorf("usage: %w", err)
 			}
@@ -243,9 +249,13 @@ func cmdDu(e *env) error {
 			total.Checkpoints += row.Checkpoints
 			all = append(all, row)
 		}
-		chunks, chunkBytes, err := s.ChunkUsage(e.ctx)
-		if err != nil {
-			return err
+		var chunks int
+		var chunkBytes int64
+		if cu, ok := s.(chunkCounter); ok {
+			var err error
+			if chunks, chunkBytes, err = cu.ChunkUsage(e.ctx); err != nil {
+				return err
+			}
 		}
 		if e.opts.json {
 			if all == nil {
@@ -278,4 +288,15 @@ func bytesText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 func isDir(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
+}
+
+// sweeper is a store that keeps chunks of long records, which gc sweeps
+// after deleting (pebblestore).
+type sweeper interface {
+	Sweep(ctx context.Context) (pebblestore.SweepStats, error)
+}
+
+// chunkCounter is a store that can say what its shared chunks take.
+type chunkCounter interface {
+	ChunkUsage(ctx context.Context) (int, int64, error)
 }

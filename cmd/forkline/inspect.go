@@ -11,7 +11,6 @@ import (
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
-	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -95,7 +94,7 @@ func cmdLs(e *env, statuses, agent string) error {
 	if err != nil {
 		return err
 	}
-	return withReadLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s logStore) error {
 		all, err := listSome(e, s, f)
 		if err != nil {
 			return err
@@ -108,10 +107,10 @@ func cmdLs(e *env, statuses, agent string) error {
 		}
 		if len(all) == 0 {
 			if statuses != "" || agent != "" {
-				fmt.Fprintf(e.stdout, "no executions in %s match\n", e.opts.dir)
+				fmt.Fprintf(e.stdout, "no executions in %s match\n", e.opts.where())
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "no executions in %s\n", e.opts.dir)
+			fmt.Fprintf(e.stdout, "no executions in %s\n", e.opts.where())
 			return nil
 		}
 		tw := newTable(e.stdout)
@@ -128,7 +127,7 @@ func cmdLs(e *env, statuses, agent string) error {
 }
 
 func cmdTree(e *env) error {
-	return withReadLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s logStore) error {
 		all, err := listAll(e, s)
 		if err != nil {
 			return err
@@ -152,7 +151,7 @@ func cmdTree(e *env) error {
 			return writeJSON(e.stdout, map[string]any{"executions": roots})
 		}
 		if len(roots) == 0 {
-			fmt.Fprintf(e.stdout, "no executions in %s\n", e.opts.dir)
+			fmt.Fprintf(e.stdout, "no executions in %s\n", e.opts.where())
 			return nil
 		}
 		tw := newTable(e.stdout)
@@ -257,7 +256,7 @@ type eventJSON struct {
 }
 
 func cmdEvents(e *env, idArg string) error {
-	return withReadLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s logStore) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
@@ -323,7 +322,7 @@ type windowJSON struct {
 }
 
 func cmdCoverage(e *env, pos []string) error {
-	return withReadLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s logStore) error {
 		info, err := resolve(e, s, pos[0])
 		if err != nil {
 			return err
@@ -394,7 +393,7 @@ func writeTimeline(w io.Writer, l *lineage) error {
 
 // coverageAt prints the coverage of one event from the store's index,
 // without reading the lineage.
-func coverageAt(e *env, s *pebblestore.Store, info eventlog.Info, seq uint64) error {
+func coverageAt(e *env, s logStore, info eventlog.Info, seq uint64) error {
 	p, err := coverage.At(e.ctx, s, info.ID, seq)
 	if err != nil {
 		return err
@@ -444,7 +443,7 @@ func writePoint(w io.Writer, p coverage.Point, what string) error {
 }
 
 func cmdShow(e *env, idArg, seqArg string) error {
-	return withReadLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s logStore) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
@@ -552,7 +551,7 @@ func indentJSON(raw json.RawMessage, indent string) string {
 // cmdCancel cancels an execution (sdk.Kernel.Cancel): a request to its
 // owner, carried out at once when it has none.
 func cmdCancel(e *env, prefix, reason string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withLog(e, func(s logStore) error {
 		info, err := resolve(e, s, prefix)
 		if err != nil {
 			return err

@@ -29,7 +29,7 @@ const defaultDir = "forkline-data"
 const usageText = `forkline — inspect, fork and run durable agent executions
 
 Usage:
-  forkline [--dir DIR] <command> [flags] [args]
+  forkline [--dir DIR] [--db URL] <command> [flags] [args]
 
 Commands:
   demo [--task TEXT]        run the coder agent, fork it at a covered and an
@@ -61,6 +61,10 @@ Commands:
 Flags (before or after the command):
   --dir DIR    data folder (default ./forkline-data): the event log lives in
                DIR/log, the coder agent's dirfs workspace store in DIR/dirfs
+  --db URL     keep the event log in PostgreSQL instead of DIR/log
+               (postgres://user@host:5432/db[?forkline_schema=NAME]; default
+               $FORKLINE_DB). Every command reads it directly, also while
+               workers run; the workspace store stays in DIR/dirfs
   --json       one JSON document per command instead of tables
   --progress   progress line on stderr during long scans (default: only when
                stderr is a terminal)
@@ -84,6 +88,7 @@ another process), with a one-line error and nothing written.
 // options are the flags every command accepts.
 type options struct {
 	dir      string
+	db       string // --db or FORKLINE_DB: a Postgres log instead of DIR/log
 	json     bool
 	progress bool
 }
@@ -92,6 +97,7 @@ type options struct {
 // defaults, so that they may appear before or after the command.
 func (o *options) commonFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.dir, "dir", o.dir, "data folder")
+	fs.StringVar(&o.db, "db", o.db, "Postgres URL of the event log")
 	fs.BoolVar(&o.json, "json", o.json, "JSON output")
 	fs.BoolVar(&o.progress, "progress", o.progress, "progress line on stderr")
 }
@@ -181,7 +187,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	opts := options{dir: defaultDir}
+	opts := options{dir: defaultDir, db: os.Getenv("FORKLINE_DB")}
 	global := flag.NewFlagSet("forkline", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	opts.commonFlags(global)

@@ -7,13 +7,12 @@ import (
 	"path/filepath"
 
 	"github.com/forkline/forkline/eventlog"
-	"github.com/forkline/forkline/eventlog/pebblestore"
 )
 
 // cmdRun runs one dispatch of an execution of the coder agent, such as a
 // fork made with forkline fork.
 func cmdRun(e *env, idArg string) error {
-	return withLog(e, func(s *pebblestore.Store) error {
+	return withLog(e, func(s logStore) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +14,54 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/eventlog/pgstore"
+	"github.com/forkline/forkline/sdk"
 )
+
+// logStore is what the commands need of a log: the Pebble log of a data
+// folder or, with --db, the Postgres one.
+type logStore interface {
+	eventlog.IndexedLog
+	eventlog.Leaser
+	eventlog.Inbox
+}
+
+// where names the log of e for messages: the database or the data folder.
+func (o *options) where() string {
+	if o.db != "" {
+		return redactURL(o.db)
+	}
+	return o.dir
+}
+
+// redactURL drops the password of a database URL, for messages.
+func redactURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, has := u.User.Password(); has {
+		u.User = neturl.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// openDB opens the Postgres log at url (--db), creating its tables if
+// needed. Postgres needs no read-only mode: every command reads directly,
+// while workers write (DESIGN §11).
+func openDB(ctx context.Context, url string) (logStore, error) {
+	if !sdk.IsPostgresURL(url) {
+		return nil, inputErrorf("--db %q: want a postgres:// or postgresql:// URL", redactURL(url))
+	}
+	s, err := pgstore.Open(ctx, url)
+	switch {
+	case errors.Is(err, eventlog.ErrInvalid), errors.Is(err, pgstore.ErrSchemaTooNew):
+		return nil, &inputError{fmt.Errorf("--db %s: %w", redactURL(url), err)}
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", redactURL(url), err)
+	}
+	return s, nil
+}
 
 // logDir is where the event log of data folder dir lives.
 func logDir(dir string) string { return filepath.Join(dir, "log") }
@@ -23,7 +72,11 @@ func storeDir(dir string) string { return filepath.Join(dir, "dirfs") }
 // openExisting opens the log of the data folder for a command that must not
 // create one: a missing or empty log folder is "not a forkline log". A
 // read-only open (the inspection commands) writes no file of the log.
-func openExisting(dir string, readOnly bool) (*pebblestore.Store, error) {
+func openExisting(e *env, readOnly bool) (logStore, error) {
+	if e.opts.db != "" {
+		return openDB(e.ctx, e.opts.db)
+	}
+	dir := e.opts.dir
 	ld := logDir(dir)
 	fi, err := os.Stat(ld)
 	switch {
@@ -54,7 +107,11 @@ func openExisting(dir string, readOnly bool) (*pebblestore.Store, error) {
 
 // openLog opens (creating it if needed) the log of the data folder, with
 // one-line errors for the cases a user can fix.
-func openLog(dir string) (*pebblestore.Store, error) {
+func openLog(e *env) (logStore, error) {
+	if e.opts.db != "" {
+		return openDB(e.ctx, e.opts.db)
+	}
+	dir := e.opts.dir
 	if fi, err := os.Stat(logDir(dir)); err == nil && !fi.IsDir() {
 		return nil, inputErrorf("%s: not a forkline log (%s is not a folder)", dir, logDir(dir))
 	}
@@ -62,7 +119,7 @@ func openLog(dir string) (*pebblestore.Store, error) {
 }
 
 // open opens the log of the data folder with opts, classifying its errors.
-func open(dir string, opts ...pebblestore.Option) (*pebblestore.Store, error) {
+func open(dir string, opts ...pebblestore.Option) (logStore, error) {
 	s, err := pebblestore.Open(logDir(dir), opts...)
 	switch {
 	case errors.Is(err, pebblestore.ErrLocked):
@@ -79,19 +136,19 @@ func open(dir string, opts ...pebblestore.Option) (*pebblestore.Store, error) {
 
 // withLog opens the existing log of e's data folder for writing, runs fn
 // and closes it.
-func withLog(e *env, fn func(s *pebblestore.Store) error) error {
+func withLog(e *env, fn func(s logStore) error) error {
 	return withOpenLog(e, false, fn)
 }
 
 // withReadLog opens the existing log of e's data folder read-only, runs fn
 // and closes it. The inspection commands use it: they work on a read-only
 // mount and never flush, compact or delete a file of the log.
-func withReadLog(e *env, fn func(s *pebblestore.Store) error) error {
+func withReadLog(e *env, fn func(s logStore) error) error {
 	return withOpenLog(e, true, fn)
 }
 
-func withOpenLog(e *env, readOnly bool, fn func(s *pebblestore.Store) error) error {
-	s, err := openExisting(e.opts.dir, readOnly)
+func withOpenLog(e *env, readOnly bool, fn func(s logStore) error) error {
+	s, err := openExisting(e, readOnly)
 	if err != nil {
 		return err
 	}
@@ -120,7 +177,7 @@ func resolve(e *env, log eventlog.Log, prefix string) (eventlog.Info, error) {
 	}
 	switch len(found) {
 	case 0:
-		return eventlog.Info{}, &inputError{fmt.Errorf("no execution %q in %s (%w)", prefix, e.opts.dir, eventlog.ErrNotFound)}
+		return eventlog.Info{}, &inputError{fmt.Errorf("no execution %q in %s (%w)", prefix, e.opts.where(), eventlog.ErrNotFound)}
 	case 1:
 		return found[0], nil
 	}

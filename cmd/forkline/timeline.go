@@ -12,7 +12,6 @@ import (
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
-	"github.com/forkline/forkline/eventlog/pebblestore"
 )
 
 //go:embed timeline.html.tmpl
@@ -144,7 +143,7 @@ type timelineFork struct {
 }
 
 func cmdTimeline(e *env, idArg, file string) error {
-	return withReadLog(e, func(s *pebblestore.Store) error {
+	return withReadLog(e, func(s logStore) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err

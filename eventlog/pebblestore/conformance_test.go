@@ -1,6 +1,7 @@
 package pebblestore_test
 
 import (
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"testing"
 
 	"github.com/forkline/forkline/eventlog"
@@ -24,4 +25,20 @@ func TestInbox(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	storetest.TestDelete(t, func(t *testing.T) storetest.DeleteStore { return openMem(t) })
+}
+
+func TestLineage(t *testing.T) {
+	storetest.TestLineage(t, openMem(t))
+}
+
+func TestConcurrency(t *testing.T) {
+	storetest.TestConcurrency(t, openMem(t))
+}
+
+func TestClose(t *testing.T) {
+	s, err := pebblestore.Open("", pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.TestClose(t, s)
 }

@@ -136,17 +136,6 @@ func infoEqual(x, y eventlog.Info) bool {
 		x.WakeAt.Equal(y.WakeAt) && x.Deadline.Equal(y.Deadline)
 }
 
-// withStatus returns info with the status fields of lineage lin: the
-// status fold of its events.
-func withStatus(info eventlog.Info, lin []eventlog.Event) eventlog.Info {
-	var st eventlog.StatusState
-	for _, ev := range lin {
-		st.Apply(ev)
-	}
-	info.Status, info.Updated, info.WakeAt, info.Deadline = st.Status, st.Updated, st.WakeAt, st.Deadline
-	return info
-}
-
 func stateEqual(x, y eventlog.ResourceState) bool {
 	return x.Key == y.Key && x.Seq == y.Seq && x.Generation == y.Generation && slices.Equal(x.InFlight, y.InFlight) &&
 		x.CoverageReuse == y.CoverageReuse && x.Bound == y.Bound && x.Latest == y.Latest

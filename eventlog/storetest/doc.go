@@ -8,8 +8,14 @@
 // TestCreateKeys (idempotency keys of Create), TestList (List's filters
 // and paging, Create's Caller) and TestInbox (Request, Requests, Take).
 // They check what a store writes — lineages, heads, listings, pending
-// requests — not only what a call returns. Checks that need a reopened
-// store (request numbers surviving a restart) are the store's own. The
-// other checks of the Log and Index contracts live beside the Pebble store
-// and move here with the second store.
+// requests — not only what a call returns.
+//
+// TestLineage (a rapid model of random appends, forks and forks of forks;
+// every lineage, Head, Info, List and index answer against the model and
+// the folds), TestConcurrency (racing and retrying writers under
+// expectedHead) and TestClose (Close during appends, ErrClosed after)
+// take a T — a *testing.T, or a recorder — and one store, so that the
+// kit's own tests show each failing on a store that breaks one rule.
+// Checks that need a reopened store (request numbers surviving a
+// restart, durability) are the store's own.
 package storetest

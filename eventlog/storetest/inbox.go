@@ -239,7 +239,7 @@ func testTakeNotPending(t *testing.T, s Store) {
 func testTakeFencing(t *testing.T, s Store) {
 	ctx := t.Context()
 	id := newExecution(t, s)
-	a, err := s.Claim(ctx, id, "A", 20*time.Millisecond)
+	a, err := s.Claim(ctx, id, "A", shortTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func testTakeFencing(t *testing.T, s Store) {
 	wantLineage(t, s, id, lineage)
 	request(t, s, id, cancelReq("two"), inboxT0)
 	rs = wantPending(t, s, id, 2)
-	time.Sleep(40 * time.Millisecond)
+	waitExpired(t, s, id)
 	b, err := s.Claim(ctx, id, "B", time.Minute)
 	if err != nil {
 		t.Fatal(err)

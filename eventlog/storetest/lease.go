@@ -88,11 +88,11 @@ func testClaimRenewRelease(t *testing.T, s LeaseStore) {
 func testTakeover(t *testing.T, s LeaseStore) {
 	ctx := t.Context()
 	id := newExecution(t, s)
-	a, err := s.Claim(ctx, id, "A", 20*time.Millisecond)
+	a, err := s.Claim(ctx, id, "A", shortTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(40 * time.Millisecond)
+	waitExpired(t, s, id)
 	if _, ok, _ := s.Holder(ctx, id); ok {
 		t.Fatal("an expired lease is still live")
 	}
@@ -131,7 +131,7 @@ func testFencing(t *testing.T, s LeaseStore) {
 	if err := appendAt(ctx, 1, false); err != nil {
 		t.Fatalf("unleased append of an unheld execution: %v", err)
 	}
-	a, err := s.Claim(ctx, id, "A", 20*time.Millisecond)
+	a, err := s.Claim(ctx, id, "A", shortTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func testFencing(t *testing.T, s LeaseStore) {
 	if err := appendAt(ctx, 3, false); !errors.Is(err, eventlog.ErrLeaseHeld) {
 		t.Fatalf("unleased append while A holds it = %v, want ErrLeaseHeld", err)
 	}
-	time.Sleep(40 * time.Millisecond)
+	waitExpired(t, s, id)
 	// Expired but not taken over: the owner's writes still land.
 	if err := appendAt(actx, 3, true); err != nil {
 		t.Fatalf("append under an expired lease nobody took over: %v", err)
@@ -223,5 +223,28 @@ func testRacingClaims(t *testing.T, s LeaseStore) {
 	close(wins)
 	if len(wins) != 1 {
 		t.Fatalf("%d racing claims won, want exactly 1", len(wins))
+	}
+}
+
+// shortTTL is the lease of checks that wait for one to expire: long enough
+// that a store on a network database does the checks made under it before
+// it expires.
+const shortTTL = 400 * time.Millisecond
+
+// waitExpired waits until id has no live lease.
+func waitExpired(t *testing.T, s eventlog.Leaser, id eventlog.ID) {
+	t.Helper()
+	for start := time.Now(); ; {
+		l, ok, err := s.Holder(t.Context(), id)
+		if err != nil {
+			t.Fatalf("Holder: %v", err)
+		}
+		if !ok {
+			return
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the lease %+v of %s is live 30s after it was to expire", l, id)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

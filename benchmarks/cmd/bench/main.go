@@ -32,6 +32,7 @@ func run() error {
 	flag.StringVar(&cfg.TempDir, "tmp", "", "folder for the on-disk stores (default: the system temporary folder)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&heapProfile, "heapprofile", "", "write the heap profile taken at the end of scenario 3m's large replay to this file")
+	flag.StringVar(&cfg.Postgres, "postgres", "", "URL of the PostgreSQL server for scenario 8 (default: scenario 8 is skipped)")
 	flag.BoolVar(&quiet, "quiet", false, "no progress lines")
 	flag.Parse()
 	if flag.NArg() > 0 {

@@ -1,0 +1,113 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/forkline/forkline/eventlog/pgstore"
+	"github.com/forkline/forkline/internal/pgtest"
+)
+
+// TestHarnessPostgresShort runs scenario 8 at CI sizes against the test
+// server: its three rows, each with a positive figure.
+func TestHarnessPostgresShort(t *testing.T) {
+	url := pgtest.URL(t)
+	r, err := Run(context.Background(), Config{Short: true, Duration: 50 * time.Millisecond, Run: regexp.MustCompile("^8$"), Postgres: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, row := range r.Rows {
+		got = append(got, row.ID)
+		if row.Forkline.Value <= 0 || row.Baseline == nil || row.Baseline.Value <= 0 {
+			t.Errorf("row %s: figures %+v, %+v", row.ID, row.Forkline, row.Baseline)
+		}
+	}
+	if fmt.Sprint(got) != "[8a 8b 8c]" {
+		t.Fatalf("rows %v, want 8a 8b 8c", got)
+	}
+}
+
+// BenchmarkPostgresAppend stands for a kernel writing each call's outcome
+// to the shared log (scenario 8): one event per synced append through
+// pgstore, and system=insert one autocommitted single-row INSERT of the
+// same record.
+func BenchmarkPostgresAppend(b *testing.B) {
+	ctx := context.Background()
+	url := pgtest.URL(b)
+	rec, err := appendRecord()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range []int{1, benchSizes().AppendWriters} {
+		for _, system := range []string{"forkline", "insert"} {
+			b.Run(fmt.Sprintf("system=%s/writers=%d", system, w), func(b *testing.B) {
+				pb, err := openPGBench(ctx, url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer pb.Close()
+				st, err := pb.store(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer st.Close()
+				var step func(int) error
+				switch system {
+				case "forkline":
+					a, err := newPGAppender(ctx, st, workersFor(w))
+					if err != nil {
+						b.Fatal(err)
+					}
+					step = func(k int) error { return a.append(ctx, k) }
+				case "insert":
+					a := pb.rawAppender(rec, workersFor(w))
+					step = func(k int) error { return a.append(ctx, k) }
+				}
+				var n atomic.Int64
+				writers(b, w, func(k int) error { n.Add(1); return step(k) })
+				perSecond(b, float64(n.Load()), "events/s")
+			})
+		}
+	}
+}
+
+// BenchmarkPostgresFork stands for a user forking a long execution kept in
+// Postgres (scenario 8): at seq 10 and at the history's last seq.
+func BenchmarkPostgresFork(b *testing.B) {
+	ctx := context.Background()
+	pb, err := openPGBench(ctx, pgtest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pb.Close()
+	build, err := pb.store(ctx, pgstore.WithoutSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := benchSizes().HistoryEvents
+	id, err := buildHistory(ctx, build, n)
+	build.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := pb.store(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	for _, at := range []uint64{uint64(benchSizes().ForkNear), uint64(n)} {
+		b.Run(fmt.Sprintf("at=%d", at), func(b *testing.B) {
+			o := forkOn(ctx, st, id, at)
+			for b.Loop() {
+				if _, _, err := o(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

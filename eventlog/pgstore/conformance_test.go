@@ -1,0 +1,31 @@
+package pgstore_test
+
+import (
+	"flag"
+	"github.com/forkline/forkline/eventlog/pgstore"
+	"testing"
+
+	"github.com/forkline/forkline/eventlog/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.TestStore(t, func(t *testing.T) storetest.Store { return openStore(t, pgstore.WithoutSync()) })
+}
+
+func TestLineage(t *testing.T) {
+	// Every case makes a few hundred queries: 25 cases, unless
+	// -rapid.checks asks for another number.
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
+		_ = f.Value.Set("25")
+		t.Cleanup(func() { _ = f.Value.Set(f.DefValue) })
+	}
+	storetest.TestLineage(t, openStore(t, pgstore.WithoutSync()))
+}
+
+func TestConcurrency(t *testing.T) {
+	storetest.TestConcurrency(t, openStore(t, pgstore.WithoutSync()))
+}
+
+func TestClose(t *testing.T) {
+	storetest.TestClose(t, openStore(t, pgstore.WithoutSync()))
+}

@@ -1,0 +1,115 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/jackc/pgx/v5"
+)
+
+// The inbox (DESIGN §8½). A request is a row of the requests table whose
+// record is the request's time and payload encoded as an event record
+// (eventlog.AppendRecord), so a damaged request fails its checksum like a
+// damaged event. Numbers start at 1 and are never given twice: the
+// execution's row keeps the newest number given (inbox_last). A Request
+// locks the execution's row only for its own short transaction, so it
+// waits at most for one append's commit and never makes it fail.
+
+// Request implements eventlog.Inbox. The request is committed (synced)
+// when it returns. The store takes a request for an execution of any
+// status: whether it still makes sense is the requester's question.
+func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time) (uint64, error) {
+	if p == nil {
+		return 0, fmt.Errorf("%w: request to %s with no payload", eventlog.ErrInvalid, id)
+	}
+	if !eventlog.IsRequest(p.Kind()) {
+		return 0, fmt.Errorf("%w: request to %s: %s is not a request kind", eventlog.ErrInvalid, id, p.Kind())
+	}
+	if at.IsZero() {
+		at = time.Now()
+	}
+	rec, err := eventlog.AppendRecord(nil, eventlog.Event{Time: at, Data: p})
+	if err != nil {
+		return 0, fmt.Errorf("request to %s: %w", id, err)
+	}
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	var n int64
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `UPDATE `+s.q.executions+` SET inbox_last = inbox_last + 1 WHERE id = $1 RETURNING inbox_last`, id[:]).Scan(&n)
+		if err == pgx.ErrNoRows {
+			return fmt.Errorf("%w: execution %s", eventlog.ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO `+s.q.requests+` (execution, n, record) VALUES ($1, $2, $3)`, id[:], n, rec)
+		return err
+	})
+	if err != nil {
+		return 0, s.wrap(err, "execution %s: request", id)
+	}
+	return uint64(n), nil
+}
+
+// Requests implements eventlog.Inbox.
+func (s *Store) Requests(ctx context.Context, id eventlog.ID) ([]eventlog.Request, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	if _, err := s.lineage(ctx, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT n, record FROM `+s.q.requests+` WHERE execution = $1 ORDER BY n`, id[:])
+	if err != nil {
+		return nil, s.wrap(err, "execution %s: read inbox", id)
+	}
+	defer rows.Close()
+	var out []eventlog.Request
+	for rows.Next() {
+		var (
+			n   int64
+			rec []byte
+		)
+		if err := rows.Scan(&n, &rec); err != nil {
+			return nil, s.wrap(err, "execution %s: read inbox", id)
+		}
+		what := fmt.Sprintf("request %d", n)
+		if n <= 0 {
+			return nil, &eventlog.CorruptionError{Execution: id, What: what, Err: fmt.Errorf("request number %d", n)}
+		}
+		ev, err := eventlog.DecodeRecord(uint64(n), rec)
+		if err != nil {
+			return nil, &eventlog.CorruptionError{Execution: id, What: what, Err: err}
+		}
+		if !eventlog.IsRequest(ev.Kind()) {
+			return nil, &eventlog.CorruptionError{Execution: id, What: what, Err: fmt.Errorf("%s is not a request kind", ev.Kind())}
+		}
+		out = append(out, eventlog.Request{Execution: id, N: uint64(n), Time: ev.Time, Data: ev.Data})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(err, "execution %s: read inbox", id)
+	}
+	return out, nil
+}
+
+// Take implements eventlog.Inbox: Append (synced, the same checks of head,
+// seqs and epoch) whose transaction also deletes the requests ns; when one
+// of them is not pending the transaction is rolled back (ErrConflict).
+func (s *Store) Take(ctx context.Context, id eventlog.ID, expectedHead uint64, ns []uint64, events ...eventlog.Event) (uint64, error) {
+	for i, n := range ns {
+		if slices.Contains(ns[:i], n) {
+			return 0, fmt.Errorf("%w: take from %s names request %d twice", eventlog.ErrInvalid, id, n)
+		}
+		if n == 0 || n > 1<<62 {
+			return 0, fmt.Errorf("%w: execution %s: request %d is not pending", eventlog.ErrConflict, id, n)
+		}
+	}
+	return s.append(ctx, id, expectedHead, false, events, ns)
+}

@@ -1,0 +1,176 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/jackc/pgx/v5"
+)
+
+// Leases live in the execution's row, beside its head, and follow
+// eventlog.LeaseState's rules. Every claim, renewal and release locks the
+// row (SELECT … FOR UPDATE), as every append does, so a claim never
+// interleaves with an admitted append. Expiry is judged by the database's
+// clock (clock_timestamp()), never a host's: hosts whose clocks disagree
+// still agree on who owns what.
+
+// Claim implements eventlog.Leaser.
+func (s *Store) Claim(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration) (eventlog.Lease, error) {
+	if err := eventlog.CheckClaim(owner, ttl); err != nil {
+		return eventlog.Lease{}, err
+	}
+	var l eventlog.Lease
+	err := s.withLease(ctx, id, true, func(st *eventlog.LeaseState, now time.Time) (err error) {
+		l, err = st.Claim(id, owner, ttl, now)
+		return err
+	})
+	return l, err
+}
+
+// Renew implements eventlog.Leaser.
+func (s *Store) Renew(ctx context.Context, l eventlog.Lease, ttl time.Duration) (eventlog.Lease, error) {
+	var out eventlog.Lease
+	err := s.withLease(ctx, l.ID, true, func(st *eventlog.LeaseState, now time.Time) (err error) {
+		out, err = st.Renew(l, ttl, now)
+		return err
+	})
+	return out, err
+}
+
+// Release implements eventlog.Leaser.
+func (s *Store) Release(ctx context.Context, l eventlog.Lease) error {
+	return s.withLease(ctx, l.ID, true, func(st *eventlog.LeaseState, _ time.Time) error { return st.Release(l) })
+}
+
+// Holder implements eventlog.Leaser.
+func (s *Store) Holder(ctx context.Context, id eventlog.ID) (eventlog.Lease, bool, error) {
+	var (
+		l  eventlog.Lease
+		ok bool
+	)
+	err := s.withLease(ctx, id, false, func(st *eventlog.LeaseState, now time.Time) error {
+		l, ok = st.Holder(id, now)
+		return nil
+	})
+	return l, ok, err
+}
+
+// withLease runs f on id's lease state and the database's clock; with
+// write, under the row's lock, and the state f leaves is written back.
+func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f func(*eventlog.LeaseState, time.Time) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	if !write {
+		r, now, err := s.readRow(ctx, s.pool, id, false)
+		if err != nil {
+			return err
+		}
+		return f(&r.lease, now)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		r, now, err := s.readRow(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		before := r.lease
+		if err := f(&r.lease, now); err != nil {
+			return err
+		}
+		if r.lease == before {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = $2, lease_owner = $3, lease_expires_ns = $4, lease_released = $5
+			WHERE id = $1`, id[:], int64(r.lease.Epoch), r.lease.Owner, nanos(r.lease.Expires), r.lease.Released)
+		return err
+	})
+	if err != nil {
+		return s.wrap(err, "execution %s: lease", id)
+	}
+	return nil
+}
+
+// ClaimRunnable implements eventlog.Claimer: in one short transaction it
+// selects up to n runnable executions of agents with FOR UPDATE SKIP
+// LOCKED — rows another worker is claiming or appending to are skipped,
+// not waited for — and claims each for owner. An execution is runnable
+// when it has no live lease and is pending, running (interrupted), or
+// waiting with a wake time at or before now, a pending request, or
+// children that have all ended. Expiry is judged by the database's clock;
+// wake times by now, the caller's.
+func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]eventlog.Lease, error) {
+	if err := eventlog.CheckClaim(owner, ttl); err != nil {
+		return nil, err
+	}
+	if n <= 0 || len(agents) == 0 {
+		return nil, nil
+	}
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	var out []eventlog.Lease
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		dbnow, err := dbNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT e.id FROM `+s.q.executions+` e
+			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4)
+			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
+			AND (e.status <> $4
+				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
+				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id)
+				OR (EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id)
+					AND NOT EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id AND c.status NOT IN ($7, $8, $9))))
+			ORDER BY e.id LIMIT $10
+			FOR UPDATE OF e SKIP LOCKED`,
+			agents, int16(eventlog.StatusPending), int16(eventlog.StatusRunning), int16(eventlog.StatusWaiting),
+			nanos(dbnow), nanos(now),
+			int16(eventlog.StatusCompleted), int16(eventlog.StatusFailed), int16(eventlog.StatusCancelled), n)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]byte, error) {
+			var b []byte
+			err := r.Scan(&b)
+			return b, err
+		})
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		expires := dbnow.Add(ttl)
+		rows, err = tx.Query(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = lease_epoch + 1, lease_owner = $2,
+			lease_expires_ns = $3, lease_released = false WHERE id = ANY($1) RETURNING id, lease_epoch`,
+			ids, owner, nanos(expires))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				b     []byte
+				epoch int64
+			)
+			if err := rows.Scan(&b, &epoch); err != nil {
+				return err
+			}
+			if len(b) != len(eventlog.ID{}) {
+				return &eventlog.CorruptionError{What: "execution row", Err: fmt.Errorf("id of %d bytes", len(b))}
+			}
+			out = append(out, eventlog.Lease{ID: eventlog.ID(b), Owner: owner, Epoch: uint64(epoch), Expires: expires.UTC()})
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, s.wrap(err, "claim runnable executions")
+	}
+	slices.SortFunc(out, func(a, b eventlog.Lease) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return out, nil
+}

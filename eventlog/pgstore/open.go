@@ -1,0 +1,327 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	neturl "net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultSchema is the Postgres schema a store keeps its tables in unless
+// WithSchema names another.
+const DefaultSchema = "forkline"
+
+// SchemaVersion is the version of the tables this build writes, kept in
+// the schema_version table of the store's schema.
+const SchemaVersion = 1
+
+// ErrSchemaTooNew is returned by Open for a schema that a newer build of
+// forkline migrated past SchemaVersion: this build would misread it.
+var ErrSchemaTooNew = errors.New("pgstore: schema is newer than this build")
+
+// Option configures Open.
+type Option func(*options) error
+
+type options struct {
+	schema string
+	noSync bool
+}
+
+// WithoutSync makes every commit of the store asynchronous (the session
+// setting synchronous_commit = off): a crash of the server may then lose
+// acknowledged appends. For tests and benchmarks.
+func WithoutSync() Option { return func(o *options) error { o.noSync = true; return nil } }
+
+var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// WithSchema keeps the store's tables in the Postgres schema name (default
+// DefaultSchema), which Open creates when it does not exist. Several stores
+// may share one database in different schemas. name must be a lower-case
+// SQL identifier: letters, digits and underscores, not starting with a
+// digit, at most 63 bytes.
+func WithSchema(name string) Option {
+	return func(o *options) error {
+		if !identifier.MatchString(name) {
+			return fmt.Errorf("%w: schema name %q: want lower-case letters, digits and underscores, not starting with a digit, at most 63 bytes",
+				eventlog.ErrInvalid, name)
+		}
+		o.schema = name
+		return nil
+	}
+}
+
+// Store is the Postgres implementation of eventlog.IndexedLog,
+// eventlog.Leaser, eventlog.Inbox and eventlog.Claimer.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string
+	q      queries
+
+	// life guards the pool against Close, as in pebblestore: running
+	// operations are counted, new ones fail with ErrClosed once closing.
+	life struct {
+		sync.Mutex
+		closing bool
+		active  sync.WaitGroup
+	}
+	// lineages caches execution headers, which never change.
+	lineages sync.Map // eventlog.ID → *lineage
+	// index caches, per execution, the index fold at one head: the events
+	// up to a head never change, so the fold at (id, head) is valid as
+	// long as the head read under the row lock is that head.
+	index struct {
+		sync.Mutex
+		m map[eventlog.ID]*cachedIndex
+	}
+}
+
+type cachedIndex struct {
+	head  uint64
+	state *eventlog.IndexState
+}
+
+var (
+	_ eventlog.IndexedLog = (*Store)(nil)
+	_ eventlog.Leaser     = (*Store)(nil)
+	_ eventlog.Inbox      = (*Store)(nil)
+	_ eventlog.Claimer    = (*Store)(nil)
+)
+
+// Open connects to the Postgres database at url (a postgres:// or
+// postgresql:// URL, or a key=value connection string, as pgx accepts),
+// creates the store's schema and tables when they do not exist, and
+// migrates them to SchemaVersion. Concurrent Opens of one schema (many
+// hosts starting at once) are serialized by an advisory lock.
+//
+// A URL may name the schema with the query parameter forkline_schema
+// (postgres://host/db?forkline_schema=team_a), which Open removes before
+// connecting; WithSchema takes precedence over it.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	o := options{schema: DefaultSchema}
+	url, schema, err := schemaParam(url)
+	if err != nil {
+		return nil, err
+	}
+	if schema != "" {
+		opts = append([]Option{WithSchema(schema)}, opts...)
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil option", eventlog.ErrInvalid)
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pgstore: database URL: %w", eventlog.ErrInvalid, err)
+	}
+	if o.noSync {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
+	}
+	s := &Store{pool: pool, schema: o.schema, q: newQueries(o.schema)}
+	s.index.m = make(map[eventlog.ID]*cachedIndex)
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// SchemaParam is the URL query parameter that names the store's schema.
+const SchemaParam = "forkline_schema"
+
+// schemaParam removes SchemaParam from a postgres:// URL and returns its
+// value.
+func schemaParam(raw string) (string, string, error) {
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return raw, "", nil
+	}
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: pgstore: database URL: %w", eventlog.ErrInvalid, err)
+	}
+	q := u.Query()
+	if !q.Has(SchemaParam) {
+		return raw, "", nil
+	}
+	schema := q.Get(SchemaParam)
+	if schema == "" {
+		return "", "", fmt.Errorf("%w: pgstore: database URL: empty %s", eventlog.ErrInvalid, SchemaParam)
+	}
+	q.Del(SchemaParam)
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
+}
+
+// Schema returns the name of the Postgres schema the store's tables are in.
+func (s *Store) Schema() string { return s.schema }
+
+// migrations[i] takes the schema from version i to i+1.
+var migrations = []func(schema string) []string{
+	func(sc string) []string {
+		return []string{
+			// The header and state of each execution, its lease and the
+			// inbox's newest request number: one row, locked by every write
+			// to the execution.
+			`CREATE TABLE ` + sc + `.executions (
+				id             bytea PRIMARY KEY,
+				agent          text NOT NULL,
+				parent         bytea,
+				fork_seq       bigint NOT NULL,
+				caller         bytea,
+				created_ns     bigint NOT NULL,
+				idem_key       text UNIQUE,
+				head           bigint NOT NULL,
+				status         smallint NOT NULL,
+				updated_ns     bigint NOT NULL,
+				wake_ns        bigint NOT NULL,
+				deadline_ns    bigint NOT NULL,
+				dispatched     boolean NOT NULL,
+				parked         boolean NOT NULL,
+				approvals      text[] NOT NULL,
+				lease_epoch    bigint NOT NULL,
+				lease_owner    text NOT NULL,
+				lease_expires_ns bigint NOT NULL,
+				lease_released boolean NOT NULL,
+				inbox_last     bigint NOT NULL
+			)`,
+			`CREATE INDEX executions_parent ON ` + sc + `.executions (parent)`,
+			`CREATE INDEX executions_caller ON ` + sc + `.executions (caller)`,
+			`CREATE INDEX executions_status ON ` + sc + `.executions (status, id)`,
+			// An execution's own events: a fork's start at fork_seq+1.
+			`CREATE TABLE ` + sc + `.events (
+				execution bytea NOT NULL,
+				seq       bigint NOT NULL,
+				record    bytea NOT NULL,
+				PRIMARY KEY (execution, seq)
+			)`,
+			// The checkpoint index: one row per resource per event that
+			// changed it (eventlog.IndexState.Apply).
+			`CREATE TABLE ` + sc + `.resource_states (
+				execution      bytea NOT NULL,
+				key            text NOT NULL,
+				seq            bigint NOT NULL,
+				generation     bigint NOT NULL,
+				in_flight      text[] NOT NULL,
+				coverage_reuse boolean NOT NULL,
+				bound          bigint NOT NULL,
+				latest_ref     text NOT NULL,
+				latest_at      bigint NOT NULL,
+				latest_gen     bigint NOT NULL,
+				PRIMARY KEY (execution, key, seq)
+			)`,
+			// The inbox: requests not yet taken.
+			`CREATE TABLE ` + sc + `.requests (
+				execution bytea NOT NULL,
+				n         bigint NOT NULL,
+				record    bytea NOT NULL,
+				PRIMARY KEY (execution, n)
+			)`,
+		}
+	},
+}
+
+// migrate creates the schema and brings its tables to SchemaVersion, in
+// one transaction under an advisory lock on the schema's name.
+func (s *Store) migrate(ctx context.Context) error {
+	sc := s.q.schema
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "forkline schema "+s.schema); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+sc); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+sc+`.schema_version (version integer NOT NULL)`); err != nil {
+			return err
+		}
+		var version int
+		err := tx.QueryRow(ctx, `SELECT version FROM `+sc+`.schema_version`).Scan(&version)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if _, err := tx.Exec(ctx, `INSERT INTO `+sc+`.schema_version (version) VALUES (0)`); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		}
+		if version > SchemaVersion {
+			return fmt.Errorf("%w: schema %s is at version %d, this build knows %d", ErrSchemaTooNew, s.schema, version, SchemaVersion)
+		}
+		for v := version; v < SchemaVersion; v++ {
+			for _, stmt := range migrations[v](sc) {
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return fmt.Errorf("migration to version %d: %w", v+1, err)
+				}
+			}
+		}
+		_, err = tx.Exec(ctx, `UPDATE `+sc+`.schema_version SET version = $1`, SchemaVersion)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrSchemaTooNew) {
+			return err
+		}
+		return fmt.Errorf("pgstore: create or migrate schema %s: %w", s.schema, err)
+	}
+	return nil
+}
+
+// enter counts an operation in; the caller must call s.leave when done.
+func (s *Store) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.life.closing {
+		return eventlog.ErrClosed
+	}
+	s.life.active.Add(1)
+	return nil
+}
+
+// leave counts an operation out.
+func (s *Store) leave() { s.life.active.Done() }
+
+// Close implements eventlog.Log: new operations fail with ErrClosed at
+// once, running ones finish, and the connections are closed. Every append
+// that returned is committed. Close again returns ErrClosed.
+func (s *Store) Close() error {
+	s.life.Lock()
+	if s.life.closing {
+		s.life.Unlock()
+		return eventlog.ErrClosed
+	}
+	s.life.closing = true
+	s.life.Unlock()
+	s.life.active.Wait()
+	s.pool.Close()
+	return nil
+}
+
+// dbNow returns the database's clock: leases expire by it, so that hosts
+// whose clocks disagree still agree on who owns what.
+func dbNow(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (time.Time, error) {
+	var t time.Time
+	if err := q.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC(), nil
+}
