@@ -26,7 +26,9 @@ type Kernel struct {
 	log     eventlog.IndexedLog
 	ownsLog bool
 	gate    policy.Gate
-	now     func() time.Time
+	now     func() time.Time // clock.Now
+	clock   Clock            // WithClock; the system clock by default
+	retry   *RetryPolicy     // WithRetry; nil: no retry
 
 	// owner names this kernel in the store's leases (eventlog.Leaser);
 	// leaseTTL is how long a claim lasts unless renewed.
@@ -154,7 +156,7 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 	if log == nil {
 		return nil, fmt.Errorf("%w: nil log", ErrInvalid)
 	}
-	k := &Kernel{log: log, now: time.Now, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL,
+	k := &Kernel{log: log, now: time.Now, clock: systemClock{}, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL,
 		logger: slog.New(slog.DiscardHandler), parkAfter: DefaultParkAfter}
 	k.mu.agents = make(map[string]registered)
 	k.wake = make(chan struct{}, 1)
