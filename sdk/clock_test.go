@@ -85,3 +85,10 @@ func (c *fakeClock) waitWaiter(t *testing.T) time.Duration {
 	t.Fatal("nothing waits on the clock")
 	return 0
 }
+
+// forget drops every pending waiter: those of a dispatch that was killed.
+func (c *fakeClock) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiters = nil
+}

@@ -242,6 +242,7 @@ func TestRetryKillDuringBackoff(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("killed Run = %v", err)
 	}
+	clock.forget()
 	if err := k1.Close(); err != nil {
 		t.Fatal(err)
 	}
