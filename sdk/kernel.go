@@ -105,15 +105,16 @@ func WithLeaseTTL(d time.Duration) Option {
 	}
 }
 
-// DefaultParkAfter is how long a handler waits for a child before its
-// dispatch parks.
+// DefaultParkAfter is how long a handler waits (for a child, a retry's
+// backoff, a Sleep) before its dispatch parks.
 const DefaultParkAfter = time.Minute
 
-// ParkAfter sets how long a handler's wait for a child execution
-// (Agent.Call) may last before the dispatch parks (default
-// DefaultParkAfter): it records dispatch.parked, the execution is
-// waiting and costs no goroutine, and Serve dispatches it again once the
-// child has ended; the replayed call then finds the same child.
+// ParkAfter sets how long a handler's wait — for a child execution
+// (Agent.Call), a retry's backoff, a Sleep — may last before the dispatch
+// parks (default DefaultParkAfter): it records dispatch.parked, the
+// execution is waiting and costs no goroutine, and Serve dispatches it
+// again once the child has ended or at the wake time; the replayed call
+// then finds the same child, runs the next attempt, or ends the sleep.
 func ParkAfter(d time.Duration) Option {
 	return func(k *Kernel) error {
 		if d <= 0 {
