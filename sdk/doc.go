@@ -66,7 +66,9 @@
 // (bodies never overlap), and a timed-out at_most_once attempt is recorded
 // indeterminate, whatever the body's error says. Only a call's first
 // attempt is gated: a denial can only be recorded for a step that never
-// started.
+// started. Child calls ([Agent.Call]) are never retried: the child is
+// found by the StepID, so a retry would find the same ended child, and the
+// re-runs of a child step after its dispatch parked are not failures.
 //
 // Retried attempts and resources, in DESIGN's terms: a retried step that
 // affects a resource is counted per attempt. Each attempt's step.started

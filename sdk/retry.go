@@ -157,8 +157,14 @@ func Timeout(d time.Duration) CallOption {
 }
 
 // policy returns the retry policy of c: its own, else the kernel's; nil
-// for none.
+// for none. A child call (Agent.Call) has none: its child is found by its
+// StepID, so a retry would only find the same ended child again, and the
+// re-runs of a child step whose dispatch parked are not failed attempts
+// and must not use up MaxAttempts.
 func (d *dispatch) policy(c call) *RetryPolicy {
+	if c.kind == eventlog.StepChild {
+		return nil
+	}
 	if c.retry != nil {
 		return c.retry
 	}

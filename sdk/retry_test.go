@@ -469,3 +469,59 @@ func TestRetryBadInput(t *testing.T) {
 		t.Fatalf("WithClock(nil) = %v, want ErrInvalid", err)
 	}
 }
+
+// TestRetryNotForChildren: the kernel's retry policy does not apply to a
+// child call: a failed child is not retried, and a parent that parked on
+// its child re-runs the child step (attempt 2) although MaxAttempts is 1.
+func TestRetryNotForChildren(t *testing.T) {
+	ctx := context.Background()
+	k := newKernel(t, newStore(t), func(*sdk.Kernel) {}, sdk.WithRetry(sdk.RetryPolicy{MaxAttempts: 3}),
+		sdk.ParkAfter(20*time.Millisecond))
+	release := make(chan struct{})
+	child, _ := sdk.Register(k, "child", func(ctx context.Context, n int) (int, error) {
+		if n == 1 {
+			return 0, errors.New("child broke")
+		}
+		<-release
+		return n * 2, nil
+	})
+	parent, _ := sdk.Register(k, "parent", func(ctx context.Context, n int) (int, error) {
+		return child.Call(ctx, n)
+	})
+	id, _ := parent.Start(ctx, 1)
+	if _, err := parent.Run(ctx, id); err == nil {
+		t.Fatal("parent succeeded")
+	}
+	evs := events(t, k, id)
+	if len(evs) != 5 || rdescribe(evs[3])[:7] != "failed " || rdescribe(evs[4]) != "execution_failed handler" {
+		t.Fatalf("events %q: want one attempt, failed", describeAllR(evs))
+	}
+
+	k1 := newKernel(t, newStore(t), func(*sdk.Kernel) {}, sdk.WithRetry(sdk.RetryPolicy{MaxAttempts: 1}),
+		sdk.ParkAfter(20*time.Millisecond))
+	child, _ = sdk.Register(k1, "child", func(ctx context.Context, n int) (int, error) {
+		<-release
+		return n * 2, nil
+	})
+	parent, _ = sdk.Register(k1, "parent", func(ctx context.Context, n int) (int, error) {
+		return child.Call(ctx, n)
+	})
+	id, _ = parent.Start(ctx, 5)
+	if _, err := parent.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run = %v, want ErrWaiting", err)
+	}
+	close(release)
+	kids, err := k1.List(ctx, sdk.Filter{Caller: id})
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("children %v, %v", kids, err)
+	}
+	if _, err := child.Wait(ctx, kids[0].ID); err != nil { // the child has ended: the parent does not park again
+		t.Fatal(err)
+	}
+	out, err := parent.Run(ctx, id)
+	if err != nil || out != 10 {
+		t.Fatalf("second Run = %v, %v", out, err)
+	}
+	rwant(t, k1, id, []string{"created parent", "dispatch 1", "started child child", "parked child",
+		"dispatch 2", "started child child attempt=2", "succeeded", "completed"})
+}
