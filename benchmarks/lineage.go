@@ -72,14 +72,11 @@ func replayResult(i int) []byte {
 // appends with the step IDs the SDK computes ([sdk.StepID]), so that half a
 // million steps take seconds to build; runReplay checks that nothing runs
 // live, which would show an ID that does not match.
-func buildReplay(ctx context.Context, log eventlog.Log, steps int) (eventlog.ID, uint64, error) {
-	return buildReplayRetried(ctx, log, steps, false)
-}
-
-// buildReplayRetried is buildReplay; with retried, every call's first
-// attempt failed and was retried (step.failed with RetryAt, DESIGN §10),
-// and its second succeeded: four events a step instead of two.
-func buildReplayRetried(ctx context.Context, log eventlog.Log, steps int, retried bool) (eventlog.ID, uint64, error) {
+//
+// With retried, every call's first attempt failed and was retried
+// (step.failed with RetryAt, DESIGN §10), and its second succeeded: four
+// events a step instead of two.
+func buildReplay(ctx context.Context, log eventlog.Log, steps int, retried bool) (eventlog.ID, uint64, error) {
 	in, err := json.Marshal(replayInput{Files: steps})
 	if err != nil {
 		return eventlog.ID{}, 0, err

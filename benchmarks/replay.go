@@ -49,14 +49,14 @@ func openReplayKernel(ctx context.Context, dir string, steps int, opts ...pebble
 }
 
 // openReplayKernelRetried is openReplayKernel; with retried, every
-// recorded call succeeded on its second attempt (buildReplayRetried).
+// recorded call succeeded on its second attempt (buildReplay).
 func openReplayKernelRetried(ctx context.Context, dir string, steps int, retried bool, opts ...pebblestore.Option) (*replayKernel, error) {
 	st, err := pebblestore.Open(dir, opts...)
 	if err != nil {
 		return nil, err
 	}
 	rk := &replayKernel{st: st, steps: steps}
-	if rk.id, rk.head, err = buildReplayRetried(ctx, st, steps, retried); err != nil {
+	if rk.id, rk.head, err = buildReplay(ctx, st, steps, retried); err != nil {
 		st.Close()
 		return nil, err
 	}

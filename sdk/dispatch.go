@@ -563,18 +563,19 @@ func (d *dispatch) resolveIndeterminateMsg(stepID string, c call, msg string) er
 // terminal event and any capture that is due, in one append. A failed
 // attempt that its retry policy retries returns the time of the next
 // attempt (next), recorded as the step.failed's RetryAt.
-func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c call) (_ []byte, _ error, next time.Time) {
+func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c call) ([]byte, time.Time, error) {
+	var next time.Time
 	if (c.kind == eventlog.StepTool || c.kind == eventlog.StepLocal) && d.hasResources() {
 		d.bodyMu.Lock()
 		defer d.bodyMu.Unlock()
 	}
 	if err := notStarted(ctx, c); err != nil {
-		return nil, err, time.Time{}
+		return nil, time.Time{}, err
 	}
 	d.mu.Lock()
 	if err := d.usableLocked(); err != nil {
 		d.mu.Unlock()
-		return nil, err, time.Time{}
+		return nil, time.Time{}, err
 	}
 	started := &eventlog.StepStarted{
 		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args,
@@ -585,7 +586,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	err := d.appendLocked(c.idem == eventlog.SafeToRetry, started)
 	d.mu.Unlock()
 	if err != nil {
-		return nil, err, time.Time{}
+		return nil, time.Time{}, err
 	}
 
 	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID)})
@@ -598,7 +599,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.parkUntilLocked(pe.reason, time.Time{})
-		return nil, fmt.Errorf("sdk: %s %q: %w", c.kind, c.target, berr), time.Time{}
+		return nil, time.Time{}, fmt.Errorf("sdk: %s %q: %w", c.kind, c.target, berr)
 	}
 
 	var terminal eventlog.Payload
@@ -616,20 +617,20 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	defer d.mu.Unlock()
 	payloads := append([]eventlog.Payload{terminal}, d.dueCapturesLocked(stepID, c)...)
 	if err := d.appendLocked(false, payloads...); err != nil {
-		return nil, err, time.Time{}
+		return nil, time.Time{}, err
 	}
 	d.logCaptures(payloads[1:])
 	switch {
 	case panicked:
 		d.failLocked(eventlog.FailPanic, berr)
-		return nil, d.fatal, time.Time{}
+		return nil, time.Time{}, d.fatal
 	case berr != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("sdk: %s %q cancelled: %w", c.kind, c.target, ctx.Err()), time.Time{}
+		return nil, time.Time{}, fmt.Errorf("sdk: %s %q cancelled: %w", c.kind, c.target, ctx.Err())
 	case !next.IsZero():
-		return nil, nil, next
+		return nil, next, nil
 	}
 	res, err := liveOutcome(stepID, c.target, terminal)
-	return res, err, time.Time{}
+	return res, time.Time{}, err
 }
 
 func runBody(ctx context.Context, body func(context.Context) ([]byte, error)) (res []byte, err error, panicked bool) {

@@ -256,7 +256,7 @@ func (d *dispatch) attempts(ctx context.Context, stepID string, n uint32, retryA
 				return nil, err
 			}
 		}
-		res, err, next := d.live(ctx, stepID, n, c)
+		res, next, err := d.live(ctx, stepID, n, c)
 		if next.IsZero() {
 			return res, err
 		}
