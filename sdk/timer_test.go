@@ -142,3 +142,43 @@ func TestSleepBadInput(t *testing.T) {
 		t.Fatalf("Sleep outside a handler = %v", err)
 	}
 }
+
+// TestSleepParkedAfterChildIsNotWokenEarly: an execution whose children
+// have all ended and that parked on a long sleep is not run by Serve
+// before its wake time (it would only park again, appending each poll),
+// and is run after it.
+func TestSleepParkedAfterChildIsNotWokenEarly(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	store := newStore(t)
+	k := newKernel(t, store, func(*sdk.Kernel) {}, sdk.WithClock(clock), sdk.ParkAfter(time.Minute))
+	child, _ := sdk.Register(k, "child", func(ctx context.Context, n int) (int, error) { return n + 1, nil })
+	parent, _ := sdk.Register(k, "parent", func(ctx context.Context, n int) (int, error) {
+		r, err := child.Call(ctx, n)
+		if err != nil {
+			return 0, err
+		}
+		if err := sdk.Sleep(ctx, time.Hour); err != nil {
+			return 0, err
+		}
+		return r, nil
+	})
+	id, _ := parent.Start(ctx, 1)
+	if _, err := parent.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run = %v, want ErrWaiting", err)
+	}
+	parked := []string{"created parent", "dispatch 1", "started child child", "succeeded", "timer.started", "parked timer"}
+	rwant(t, k, id, parked)
+
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- k.Serve(sctx, sdk.PollEvery(2*time.Millisecond)) }()
+	time.Sleep(50 * time.Millisecond) // many polls, all before the wake time
+	stop()
+	<-served
+	rwant(t, k, id, parked)
+
+	clock.Advance(time.Hour)
+	serveUntilEnded(t, k, id)
+	rwant(t, k, id, append(parked, "dispatch 2", "timer.fired", "completed"))
+}
