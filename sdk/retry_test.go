@@ -525,3 +525,57 @@ func TestRetryNotForChildren(t *testing.T) {
 	rwant(t, k1, id, []string{"created parent", "dispatch 1", "started child child", "parked child",
 		"dispatch 2", "started child child attempt=2", "succeeded", "completed"})
 }
+
+// TestRetryInFork: a fork taken at a retried attempt's step.failed
+// replays the failed attempt, waits what is left of its recorded backoff
+// on the clock, and runs the next attempt live with the fork's own
+// idempotency key; the parent's later attempts are not in its lineage.
+func TestRetryInFork(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	var calls atomic.Int64
+	keys := make(chan string, 8)
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			return sdk.DefineTool("fetch", func(ctx context.Context, url string) (string, error) {
+				keys <- sdk.IdempotencyKey(ctx)
+				if calls.Add(1) == 1 {
+					return "", errors.New("503 unavailable")
+				}
+				return "page", nil
+			}, sdk.Retry(sdk.RetryPolicy{MaxAttempts: 3, Initial: 10 * time.Second, Max: 10 * time.Second})).Call(ctx, "x")
+		})
+	}, sdk.WithClock(clock))
+	id, _ := k.Start(ctx, "a", none{})
+	done := runAsync(ctx, k, id)
+	clock.Advance(clock.waitWaiter(t))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	evs := rwant(t, k, id, []string{"created a", "dispatch 1", "started tool fetch", "retrying 503 unavailable",
+		"started tool fetch attempt=2", "succeeded", "completed"})
+	at, when := retryAts(evs)
+	parentKey := <-keys
+	<-keys
+
+	fid, err := k.Fork(ctx, id, 4) // at the retried attempt's step.failed
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set the fake clock back to the middle of the backoff: the fork must
+	// wait the half that is left, no more.
+	clock.Advance(-at[0].Sub(when[0]) / 2)
+	done = runAsync(ctx, k, fid)
+	if left := clock.waitWaiter(t); left != at[0].Sub(clock.Now()) {
+		t.Fatalf("fork waits %v, want what is left until RetryAt: %v", left, at[0].Sub(clock.Now()))
+	}
+	clock.Advance(at[0].Sub(clock.Now()))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rwant(t, k, fid, []string{"created a", "dispatch 1", "started tool fetch", "retrying 503 unavailable",
+		"fork at=4", "dispatch 2", "started tool fetch attempt=2", "succeeded", "completed"})
+	if forkKey := <-keys; forkKey == parentKey || calls.Load() != 3 {
+		t.Fatalf("fork ran with key %q (parent %q), %d calls; want its own key and one more call", forkKey, parentKey, calls.Load())
+	}
+}
