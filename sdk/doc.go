@@ -64,9 +64,12 @@
 // [ErrNotStarted]. [Timeout] gives each attempt's body a deadline; the
 // kernel waits for the body to return before it records the failure
 // (bodies never overlap), and a timed-out at_most_once attempt is recorded
-// indeterminate, whatever the body's error says. Only a call's first
-// attempt is gated: a denial can only be recorded for a step that never
-// started. Child calls ([Agent.Call]) are never retried: the child is
+// indeterminate, whatever the body's error says. A call's first attempt
+// is gated; in a fork every retry is gated too (DESIGN §8½), and a denied
+// retry ends the step denied (step.denied after its step.failed{RetryAt}),
+// returned as a *[DeniedError] live and on replay. The re-run of an orphan
+// is not gated: its attempt is still in flight, and a denial cannot end
+// it. Child calls ([Agent.Call]) are never retried: the child is
 // found by the StepID, so a retry would find the same ended child, and the
 // re-runs of a child step after its dispatch parked are not failures.
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/internal/testdriver"
+	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/sdk"
 	"github.com/google/go-cmp/cmp"
 )
@@ -577,5 +578,56 @@ func TestRetryInFork(t *testing.T) {
 		"fork at=4", "dispatch 2", "started tool fetch attempt=2", "succeeded", "completed"})
 	if forkKey := <-keys; forkKey == parentKey || calls.Load() != 3 {
 		t.Fatalf("fork ran with key %q (parent %q), %d calls; want its own key and one more call", forkKey, parentKey, calls.Load())
+	}
+}
+
+// TestRetryGatedInFork: in a fork every retry is gated (DESIGN §8½): a
+// denied retry ends the step with step.denied after its retried attempt,
+// and the call returns ErrDenied, live and on replay; in the root the
+// gate is asked only for the first attempt.
+func TestRetryGatedInFork(t *testing.T) {
+	ctx := context.Background()
+	var asked []bool // InFork of each question
+	gate := func(ctx context.Context, c policy.Call) policy.Decision {
+		asked = append(asked, c.InFork)
+		if c.InFork {
+			return policy.Decision{Reason: "no retries in forks"}
+		}
+		return policy.Decision{Allow: true}
+	}
+	var calls atomic.Int64
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			out, err := flakyTool(1, &calls, sdk.Retry(sdk.RetryPolicy{MaxAttempts: 3})).Call(ctx, "x")
+			if errors.Is(err, sdk.ErrDenied) {
+				return "denied", nil
+			}
+			return out, err
+		})
+	}, sdk.WithGate(gate), sdk.WithClock(instantClock{newFakeClock()}))
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 {
+		t.Fatalf("the root asked the gate %d times, want once (the first attempt)", len(asked))
+	}
+	fid, err := k.Fork(ctx, id, 4) // at the retried attempt
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(ctx, fid)
+	if err != nil || string(res.Output) != `"denied"` {
+		t.Fatalf("fork = %v, %v", res, err)
+	}
+	rwant(t, k, fid, []string{"created a", "dispatch 1", "started tool fetch", "retrying 503 unavailable",
+		"fork at=4", "dispatch 2", "denied tool fetch: no retries in forks", "completed"})
+	if calls.Load() != 2 || len(asked) != 2 || !asked[1] {
+		t.Fatalf("%d calls, gate asked %v; want the denied retry not run", calls.Load(), asked)
+	}
+	// Replay of the denial: a fork at the completion returns it without asking.
+	f2, _ := k.Fork(ctx, fid, 8)
+	if res, err := k.Run(ctx, f2); err != nil || string(res.Output) != `"denied"` || len(asked) != 2 {
+		t.Fatalf("replay = %v, %v; gate asked %d times", res, err, len(asked))
 	}
 }
