@@ -138,6 +138,7 @@ func scenarios() []scenario {
 		{"2", "live tool call", runToolCall},
 		{"3", "replay", runReplay},
 		{"3m", "replay memory", runMemory},
+		{"3r", "replay with retries", runReplayRetried},
 		{"4", "fork", runFork},
 		{"5", "coverage", runCoverage},
 		{"6", "dirfs", runDirfs},

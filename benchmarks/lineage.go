@@ -72,7 +72,11 @@ func replayResult(i int) []byte {
 // appends with the step IDs the SDK computes ([sdk.StepID]), so that half a
 // million steps take seconds to build; runReplay checks that nothing runs
 // live, which would show an ID that does not match.
-func buildReplay(ctx context.Context, log eventlog.Log, steps int) (eventlog.ID, uint64, error) {
+//
+// With retried, every call's first attempt failed and was retried
+// (step.failed with RetryAt, DESIGN §10), and its second succeeded: four
+// events a step instead of two.
+func buildReplay(ctx context.Context, log eventlog.Log, steps int, retried bool) (eventlog.ID, uint64, error) {
 	in, err := json.Marshal(replayInput{Files: steps})
 	if err != nil {
 		return eventlog.ID{}, 0, err
@@ -93,6 +97,11 @@ func buildReplay(ctx context.Context, log eventlog.Log, steps int) (eventlog.ID,
 		stepID := sdk.StepID(eventlog.StepTool, replayTool, args, 0)
 		add(&eventlog.StepStarted{StepID: stepID, StepKind: eventlog.StepTool, Target: replayTool, Args: args,
 			Idempotency: eventlog.SafeToRetry, Attempt: 1})
+		if retried {
+			add(&eventlog.StepFailed{StepID: stepID, Error: "503 unavailable", RetryAt: buildTime.Add(time.Second)})
+			add(&eventlog.StepStarted{StepID: stepID, StepKind: eventlog.StepTool, Target: replayTool, Args: args,
+				Idempotency: eventlog.SafeToRetry, Attempt: 2})
+		}
 		add(&eventlog.StepSucceeded{StepID: stepID, Result: replayResult(i)})
 		if len(events) >= appendBatch {
 			if head, err = appendAll(ctx, log, id, head, events); err != nil {

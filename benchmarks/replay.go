@@ -45,12 +45,18 @@ type replayKernel struct {
 // openReplayKernel builds an execution of steps recorded calls in a new
 // store in dir.
 func openReplayKernel(ctx context.Context, dir string, steps int, opts ...pebblestore.Option) (*replayKernel, error) {
+	return openReplayKernelRetried(ctx, dir, steps, false, opts...)
+}
+
+// openReplayKernelRetried is openReplayKernel; with retried, every
+// recorded call succeeded on its second attempt (buildReplay).
+func openReplayKernelRetried(ctx context.Context, dir string, steps int, retried bool, opts ...pebblestore.Option) (*replayKernel, error) {
 	st, err := pebblestore.Open(dir, opts...)
 	if err != nil {
 		return nil, err
 	}
 	rk := &replayKernel{st: st, steps: steps}
-	if rk.id, rk.head, err = buildReplay(ctx, st, steps); err != nil {
+	if rk.id, rk.head, err = buildReplay(ctx, st, steps, retried); err != nil {
 		st.Close()
 		return nil, err
 	}

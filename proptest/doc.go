@@ -74,7 +74,9 @@
 // sdk_e2e_test.go runs the real SDK: generated programs (tool calls, local
 // steps, LLM calls held in flight while a tool that affects a resource
 // finishes, identical repeated calls, denied affecting calls, at_most_once
-// affecting calls) on a log that records every append and whether it was
+// affecting calls, affecting calls retried under an sdk.RetryPolicy whose
+// first two attempts change the resource and fail — each attempt counted,
+// DESIGN §8½) on a log that records every append and whether it was
 // synced, with dispatches killed at random events and forks at random
 // points. Every lineage the SDK wrote is folded and judged by the same
 // model: its captures and their reasons (§8.4), no capture while a step

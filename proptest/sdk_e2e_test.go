@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
@@ -34,7 +35,7 @@ import (
 
 // op is one call of a generated program.
 type op struct {
-	Kind string `json:"k"` // write, note, fail, sneak, read, send, ask, par, dup, rm, sendres
+	Kind string `json:"k"` // write, note, fail, sneak, read, send, ask, par, dup, rm, sendres, flaky
 	Res  string `json:"r"` // "ws" or "db"
 	Key  string `json:"key"`
 	Val  string `json:"val"`
@@ -56,7 +57,7 @@ func genProgram(t *rapid.T) program {
 		CompletionWS: rapid.Bool().Draw(t, "completion_ws"),
 		ReuseWS:      rapid.Bool().Draw(t, "reuse_ws"),
 	}
-	kinds := []string{"write", "write", "note", "fail", "read", "send", "ask", "par", "dup", "rm", "sendres"}
+	kinds := []string{"write", "write", "note", "fail", "read", "send", "ask", "par", "dup", "rm", "sendres", "flaky"}
 	if !p.ReuseWS {
 		kinds = append(kinds, "sneak") // an undeclared change: sound only without CoverageReuse
 	}
@@ -86,6 +87,7 @@ type world struct {
 	inside     atomic.Int64 // bodies running now
 	overlapped atomic.Bool  // DESIGN §8.8 broken
 	sends      sync.Map     // idempotency key -> *atomic.Int64
+	flaky      sync.Map     // idempotency key -> *atomic.Int64: attempts of a flaky tool
 
 	holdMu sync.Mutex
 	holds  map[string]*hold // LLM prompt -> the hold the server keeps it in
@@ -249,6 +251,19 @@ func (w *world) register(k *sdk.Kernel) {
 				}
 			case "rm": // denied by the gate (w.gate): never runs, never counts
 				res, err = sdk.DefineTool("rm", write, sdk.Affects(o.Res)).Call(ctx, o)
+			case "flaky": // affecting, retried: its first two attempts write and fail (DESIGN §10)
+				res, err = sdk.DefineTool("flaky", func(ctx context.Context, o op) (string, error) {
+					return w.body(func() (string, error) {
+						c, _ := w.flaky.LoadOrStore(sdk.IdempotencyKey(ctx), new(atomic.Int64))
+						if err := h.WriteFile(o.Key, []byte(o.Val)); err != nil {
+							return "", err
+						}
+						if n := c.(*atomic.Int64).Add(1); n <= 2 {
+							return "", fmt.Errorf("attempt %d: 503", n)
+						}
+						return "ok", nil
+					})
+				}, sdk.Affects(o.Res), sdk.Retry(flakyRetry)).Call(ctx, o)
 			case "sendres": // at_most_once and affecting: a kill may leave its orphan
 				res, err = sdk.DefineTool("sendres", func(ctx context.Context, o op) (string, error) {
 					return w.body(func() (string, error) {
@@ -272,6 +287,12 @@ func (w *world) register(k *sdk.Kernel) {
 		return out, nil
 	})
 }
+
+// flakyRetry retries the flaky tool. Its body fails twice, then succeeds;
+// three kills orphan at most three more attempts, so eight are never
+// exhausted and the tool's output does not depend on the kills. The
+// backoff is a few microseconds of wall time.
+var flakyRetry = sdk.RetryPolicy{MaxAttempts: 8, Initial: time.Microsecond, Max: 4 * time.Microsecond}
 
 func ask(ctx context.Context, c *http.Client, url, prompt string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions",
@@ -580,7 +601,7 @@ func TestForksRestoreAndReplay(t *testing.T) {
 				case *eventlog.StepSucceeded:
 					terminal[p.StepID] = true
 				case *eventlog.StepFailed:
-					terminal[p.StepID] = true
+					terminal[p.StepID] = p.RetryAt.IsZero() // a retried attempt's outcome is not the step's
 				case *eventlog.StepDenied:
 					terminal[p.StepID] = true
 				}
@@ -659,7 +680,7 @@ func checkSDKLineage(t *rapid.T, log *recLog, k *sdk.Kernel, id, parent eventlog
 		case *eventlog.StepSucceeded:
 			final[p.StepID] = true
 		case *eventlog.StepFailed:
-			final[p.StepID] = true
+			final[p.StepID] = p.RetryAt.IsZero() // a retried attempt's outcome is not the step's
 		case *eventlog.StepDenied:
 			final[p.StepID] = true
 		}

@@ -30,6 +30,7 @@
 //	abandoned + step.started     → started, Attempts+1
 //	abandoned + step.failed      → failed, Indeterminate
 //	step.denied                  → denied (it never ran)
+//	retrying  + step.denied      → denied (the gate refused the next attempt, DESIGN §8½)
 //
 // A fork.created's Overrides (DESIGN §12) make [State.Step] return the
 // override as the step's result (status succeeded, Overridden set), also
@@ -73,7 +74,8 @@
 //   - is a terminal event of a step that never started, or of one that is
 //     not started (an indeterminate failure may also resolve a cancelled
 //     step) — so a second step.succeeded of a step is an error;
-//   - is a step.denied of a step the lineage already has;
+//   - is a step.denied of a step the lineage already has, unless that step
+//     is retrying (with the same kind and target);
 //   - is a step.started or step.denied of a step a fork overrides;
 //   - is a step.abandoned of a step that is not started, cancelled or
 //     retrying;

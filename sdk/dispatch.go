@@ -38,6 +38,7 @@ type dispatch struct {
 	lease   eventlog.Lease      // the lease the dispatch runs under; zero without a Leaser
 	expired bool                // the deadline stopped the handler
 	parked  eventlog.ParkReason // the dispatch parks (DESIGN §10): calls return ErrWaiting
+	wakeAt  time.Time           // when the parked dispatch is to run again (the earliest wait); zero if none
 
 	// recorded is how many steps the lineage recorded when the dispatch
 	// began; consumed holds those this dispatch reached again. It replays
@@ -317,17 +318,16 @@ func (e *parkError) Error() string { return "parked: waiting for " + e.what }
 
 func (e *parkError) Unwrap() error { return ErrWaiting }
 
-// parkLocked ends a parking dispatch with dispatch.parked: the handler's
-// return is ignored, and Run returns ErrWaiting. DESIGN §10 asks for the
-// uncovered resources to be captured first; the format has no capture
-// reason for it yet (and the awaited child step, in flight, advances every
-// resource without CoverageReuse, so such a capture would mostly be
-// skipped), so none is taken.
+// parkLocked ends a parking dispatch with the captures of its uncovered
+// resources and dispatch.parked (parkedLocked): the handler's return is
+// ignored, and Run returns ErrWaiting.
 func (d *dispatch) parkLocked() (*Result, error) {
-	if err := d.appendLocked(false, &eventlog.DispatchParked{Reason: d.parked}); err != nil {
+	payloads := d.parkedLocked()
+	if err := d.appendLocked(false, payloads...); err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("sdk: execution %s: %w (%s)", d.id, ErrWaiting, d.parked)
+	d.logCaptures(payloads[:len(payloads)-1])
+	return nil, d.parkErr()
 }
 
 // deadlineLocked fails the execution with Code deadline.
@@ -424,19 +424,7 @@ func (d *dispatch) closeHandles() {
 // completionCapturesLocked checkpoints every obtained resource whose policy
 // says OnCompletion and that is uncovered now (DESIGN §5).
 func (d *dispatch) completionCapturesLocked() []eventlog.Payload {
-	var out []eventlog.Payload
-	for _, key := range slices.Sorted(mapsKeys(d.res)) {
-		b := d.res[key]
-		if !b.pol.OnCompletion || d.cov.Covered(key) {
-			continue
-		}
-		st, ok := d.cov.State(key)
-		if !ok || len(st.InFlight) > 0 {
-			continue // a capture is only taken when nothing advancing R is in flight
-		}
-		out = append(out, resource.Capture(d.ctx, b.driver, b.handle, key, st.Generation, eventlog.CaptureCompletion))
-	}
-	return out
+	return d.uncoveredCapturesLocked(func(b *bound) bool { return b.pol.OnCompletion })
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -456,6 +444,8 @@ type call struct {
 	args    []byte // canonical
 	affects []string
 	idem    eventlog.Idempotency
+	retry   *RetryPolicy  // Retry, TransportRetry; nil: the kernel's
+	timeout time.Duration // Timeout; 0: none
 	body    func(ctx context.Context) ([]byte, error)
 }
 
@@ -500,10 +490,15 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 			return nil, &StepError{StepID: stepID, Target: c.target, Message: rec.Error, Indeterminate: rec.Indeterminate}
 		case replay.StepDenied:
 			return nil, &DeniedError{Target: c.target, Reason: rec.Reason}
+		case replay.StepRetrying:
+			return d.attempts(ctx, stepID, rec.Attempts+1, rec.RetryAt, c)
 		}
 		// Started (orphaned by a dead dispatch) or cancelled.
 		if rec.Idempotency == eventlog.AtMostOnce {
 			return nil, d.resolveIndeterminate(stepID, c)
+		}
+		if d.exhausted(c, rec) {
+			return nil, d.giveUp(stepID, rec, c)
 		}
 		attempt = rec.Attempts + 1
 	} else if err := notStarted(ctx, c); err != nil {
@@ -519,7 +514,7 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 			return nil, &DeniedError{Target: c.target, Reason: dec.Reason}
 		}
 	}
-	return d.live(ctx, stepID, attempt, c)
+	return d.attempts(ctx, stepID, attempt, time.Time{}, c)
 }
 
 // notStarted refuses to start c live once ctx is done: a cancelled
@@ -549,9 +544,13 @@ func (d *dispatch) decide(ctx context.Context, c call) (dec policy.Decision) {
 
 // resolveIndeterminate fails an orphaned at_most_once step without running it.
 func (d *dispatch) resolveIndeterminate(stepID string, c call) error {
+	return d.resolveIndeterminateMsg(stepID, c, "started on an earlier dispatch and never finished; it may or may not have taken effect")
+}
+
+// resolveIndeterminateMsg fails an unfinished step as indeterminate with msg.
+func (d *dispatch) resolveIndeterminateMsg(stepID string, c call, msg string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	msg := "started on an earlier dispatch and never finished; it may or may not have taken effect"
 	payloads := []eventlog.Payload{&eventlog.StepFailed{StepID: stepID, Error: msg, Indeterminate: true}}
 	payloads = append(payloads, d.dueCapturesLocked(stepID, c)...)
 	if err := d.appendLocked(false, payloads...); err != nil {
@@ -560,20 +559,23 @@ func (d *dispatch) resolveIndeterminate(stepID string, c call) error {
 	return &StepError{StepID: stepID, Target: c.target, Message: msg, Indeterminate: true}
 }
 
-// live runs c's body: step.started, the body, then its terminal event and
-// any capture that is due, in one append.
-func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c call) ([]byte, error) {
+// live runs attempt attempt of c's body: step.started, the body, then its
+// terminal event and any capture that is due, in one append. A failed
+// attempt that its retry policy retries returns the time of the next
+// attempt (next), recorded as the step.failed's RetryAt.
+func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c call) ([]byte, time.Time, error) {
+	var next time.Time
 	if (c.kind == eventlog.StepTool || c.kind == eventlog.StepLocal) && d.hasResources() {
 		d.bodyMu.Lock()
 		defer d.bodyMu.Unlock()
 	}
 	if err := notStarted(ctx, c); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	d.mu.Lock()
 	if err := d.usableLocked(); err != nil {
 		d.mu.Unlock()
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	started := &eventlog.StepStarted{
 		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args,
@@ -584,20 +586,20 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	err := d.appendLocked(c.idem == eventlog.SafeToRetry, started)
 	d.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 
 	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID)})
+	bctx, endTimeout := withTimeout(bctx, c.timeout)
 	result, berr, panicked := runBody(bctx, c.body)
+	timedOut := endTimeout()
 	if pe := (*parkError)(nil); !panicked && errors.As(berr, &pe) {
 		// The body parks the dispatch: its step stays in flight and the
 		// next dispatch runs it again (DESIGN §10). Nothing is appended.
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		if d.parked == "" {
-			d.parked = pe.reason
-		}
-		return nil, fmt.Errorf("sdk: %s %q: %w", c.kind, c.target, berr)
+		d.parkUntilLocked(pe.reason, time.Time{})
+		return nil, time.Time{}, fmt.Errorf("sdk: %s %q: %w", c.kind, c.target, berr)
 	}
 
 	var terminal eventlog.Payload
@@ -607,7 +609,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	case berr != nil && ctx.Err() != nil:
 		terminal = &eventlog.StepCancelled{StepID: stepID}
 	case berr != nil:
-		terminal = &eventlog.StepFailed{StepID: stepID, Error: berr.Error()}
+		terminal, next = d.outcome(stepID, attempt, c, berr, timedOut)
 	default:
 		terminal = &eventlog.StepSucceeded{StepID: stepID, Result: result}
 	}
@@ -615,19 +617,20 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	defer d.mu.Unlock()
 	payloads := append([]eventlog.Payload{terminal}, d.dueCapturesLocked(stepID, c)...)
 	if err := d.appendLocked(false, payloads...); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	d.logCaptures(payloads[1:])
 	switch {
 	case panicked:
 		d.failLocked(eventlog.FailPanic, berr)
-		return nil, d.fatal
+		return nil, time.Time{}, d.fatal
 	case berr != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("sdk: %s %q cancelled: %w", c.kind, c.target, ctx.Err())
-	case berr != nil:
-		return nil, &StepError{StepID: stepID, Target: c.target, Message: berr.Error()}
+		return nil, time.Time{}, fmt.Errorf("sdk: %s %q cancelled: %w", c.kind, c.target, ctx.Err())
+	case !next.IsZero():
+		return nil, next, nil
 	}
-	return result, nil
+	res, err := liveOutcome(stepID, c.target, terminal)
+	return res, time.Time{}, err
 }
 
 func runBody(ctx context.Context, body func(context.Context) ([]byte, error)) (res []byte, err error, panicked bool) {

@@ -47,4 +47,50 @@
 // part of that body's recorded result. Values travel as JSON; a recorded
 // result that no longer decodes into the caller's type (including a field
 // the type no longer has) is an error, never a zero value.
+//
+// # Retries, timeouts and timers
+//
+// A call retries under its [RetryPolicy] ([Retry], [TransportRetry], or the
+// kernel's [WithRetry]; by default nothing is retried). A failed attempt
+// that will be retried is recorded as step.failed with RetryAt, the time of
+// the next attempt: the backoff (exponential with jitter, from
+// github.com/cenkalti/backoff) is chosen live, on the kernel's [Clock], and
+// never recomputed on replay. The final failure has no RetryAt. MaxAttempts
+// counts every step.started of the step, the re-run of an orphan included;
+// an orphan that was the last allowed attempt is failed as indeterminate
+// without running. A dispatch that restarts while a step is retrying waits
+// only what is left until RetryAt, then runs the next attempt. An
+// [AtMostOnce] call is retried only when its body's error wraps
+// [ErrNotStarted]. [Timeout] gives each attempt's body a deadline; the
+// kernel waits for the body to return before it records the failure
+// (bodies never overlap), and a timed-out at_most_once attempt is recorded
+// indeterminate, whatever the body's error says. A call's first attempt
+// is gated; in a fork every retry is gated too (DESIGN §8½), and a denied
+// retry ends the step denied (step.denied after its step.failed{RetryAt}),
+// returned as a *[DeniedError] live and on replay. The re-run of an orphan
+// is not gated: its attempt is still in flight, and a denial cannot end
+// it. Child calls ([Agent.Call]) are never retried: the child is
+// found by the StepID, so a retry would find the same ended child, and the
+// re-runs of a child step after its dispatch parked are not failures.
+//
+// Retried attempts and resources, in DESIGN's terms: a retried step that
+// affects a resource is counted per attempt. Each attempt's step.started
+// advances the resources it may change (a new generation, in flight until
+// the attempt ends); its step.failed{RetryAt} ends the attempt — it lands,
+// is no longer in flight, and is a counted call for every resource it
+// Affects, counted once — and the next attempt's step.started advances
+// again. So a step that succeeds on its third attempt counts three calls
+// toward [EverySteps], and a capture that falls due after a failed attempt
+// is committed with that attempt's step.failed. The step itself is not
+// terminal for replay until its final outcome.
+//
+// [Sleep] records timer.started{TimerID, WakeAt} and timer.fired; a fired
+// timer replays at once, and a dispatch that died mid-sleep sleeps only the
+// rest. Timers advance nothing and are never counted. Any wait — a sleep,
+// a retry's backoff, a child — longer than [ParkAfter] parks the dispatch:
+// it captures every resource it holds that is uncovered (the format has no
+// capture reason for parking: these captures say completion, the
+// dispatch's end), appends dispatch.parked{WakeAt, Reason}, and Run returns
+// [ErrWaiting]; the execution is waiting, and [Kernel.Serve] runs it again
+// at WakeAt.
 package sdk

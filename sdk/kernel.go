@@ -28,7 +28,9 @@ type Kernel struct {
 	log     eventlog.IndexedLog
 	ownsLog bool
 	gate    policy.Gate
-	now     func() time.Time
+	now     func() time.Time // clock.Now
+	clock   Clock            // WithClock; the system clock by default
+	retry   *RetryPolicy     // WithRetry; nil: no retry
 
 	// owner names this kernel in the store's leases (eventlog.Leaser);
 	// leaseTTL is how long a claim lasts unless renewed.
@@ -105,15 +107,16 @@ func WithLeaseTTL(d time.Duration) Option {
 	}
 }
 
-// DefaultParkAfter is how long a handler waits for a child before its
-// dispatch parks.
+// DefaultParkAfter is how long a handler waits (for a child, a retry's
+// backoff, a Sleep) before its dispatch parks.
 const DefaultParkAfter = time.Minute
 
-// ParkAfter sets how long a handler's wait for a child execution
-// (Agent.Call) may last before the dispatch parks (default
-// DefaultParkAfter): it records dispatch.parked, the execution is
-// waiting and costs no goroutine, and Serve dispatches it again once the
-// child has ended; the replayed call then finds the same child.
+// ParkAfter sets how long a handler's wait — for a child execution
+// (Agent.Call), a retry's backoff, a Sleep — may last before the dispatch
+// parks (default DefaultParkAfter): it records dispatch.parked, the
+// execution is waiting and costs no goroutine, and Serve dispatches it
+// again once the child has ended or at the wake time; the replayed call
+// then finds the same child, runs the next attempt, or ends the sleep.
 func ParkAfter(d time.Duration) Option {
 	return func(k *Kernel) error {
 		if d <= 0 {
@@ -183,7 +186,7 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 	if log == nil {
 		return nil, fmt.Errorf("%w: nil log", ErrInvalid)
 	}
-	k := &Kernel{log: log, now: time.Now, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL,
+	k := &Kernel{log: log, now: time.Now, clock: systemClock{}, owner: defaultOwner(), leaseTTL: DefaultLeaseTTL,
 		logger: slog.New(slog.DiscardHandler), parkAfter: DefaultParkAfter}
 	k.mu.agents = make(map[string]registered)
 	k.wake = make(chan struct{}, 1)

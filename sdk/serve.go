@@ -195,7 +195,9 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 			}
 		}
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
-			ready, err := k.awaitedHappened(ctx, inbox, info.ID)
+			// A wake time (a sleep, a retry's backoff) is awaited until it
+			// passes: only a request wakes it earlier, not ended children.
+			ready, err := k.awaitedHappened(ctx, inbox, info.ID, !info.WakeAt.IsZero())
 			if err != nil {
 				return nil, err
 			}
@@ -208,15 +210,19 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	return out, nil
 }
 
-// awaitedHappened reports whether a waiting execution without a wake time
-// can go on: a request arrived in its inbox, or it parked waiting for a
-// child and none of its children is still running.
-func (k *Kernel) awaitedHappened(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID) (bool, error) {
+// awaitedHappened reports whether a waiting execution whose wake time (if
+// any) has not come can go on: a request arrived in its inbox, or — unless
+// requestsOnly — it parked waiting for a child and none of its children is
+// still running.
+func (k *Kernel) awaitedHappened(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID, requestsOnly bool) (bool, error) {
 	if inbox != nil {
 		reqs, err := inbox.Requests(ctx, id)
 		if err != nil || len(reqs) > 0 {
 			return len(reqs) > 0, err
 		}
+	}
+	if requestsOnly {
+		return false, nil
 	}
 	kids, err := k.List(ctx, Filter{Caller: id})
 	if err != nil || len(kids) == 0 {

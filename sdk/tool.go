@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 )
@@ -15,6 +16,8 @@ type CallOption func(*callOptions) error
 type callOptions struct {
 	affects []string
 	idem    eventlog.Idempotency
+	retry   *RetryPolicy  // Retry
+	timeout time.Duration // Timeout
 }
 
 func buildCallOptions(opts []CallOption) (callOptions, error) {
@@ -117,6 +120,7 @@ func (t *Tool[A, R]) Call(ctx context.Context, args A) (R, error) {
 	}
 	return doTyped(ctx, d, call{
 		kind: eventlog.StepTool, target: t.name, args: enc, affects: t.opts.affects, idem: t.opts.idem,
+		retry: t.opts.retry, timeout: t.opts.timeout,
 	}, func(ctx context.Context) (R, error) { return t.fn(ctx, args) })
 }
 
@@ -165,5 +169,5 @@ func Step[R any](ctx context.Context, name string, fn func(context.Context) (R, 
 	if err != nil {
 		return zero, fmt.Errorf("step %q: %w", name, err)
 	}
-	return doTyped(ctx, d, call{kind: eventlog.StepLocal, target: name, affects: o.affects, idem: o.idem}, fn)
+	return doTyped(ctx, d, call{kind: eventlog.StepLocal, target: name, affects: o.affects, idem: o.idem, retry: o.retry, timeout: o.timeout}, fn)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
@@ -27,14 +28,31 @@ import (
 // a recorded conversation replays through another base URL.
 // Responses are read whole before they are recorded: a streamed response
 // arrives all at once.
-func Transport(base http.RoundTripper) http.RoundTripper {
+//
+// A 429, a 5xx or a connection error is a failed attempt, retried under
+// TransportRetry's policy (else the kernel's WithRetry; else not retried)
+// after the policy's backoff or the response's Retry-After, whichever is
+// longer (DESIGN §10). Only the final response is the step's result: a
+// 429 or 5xx that is not retried is recorded, and returned, as the
+// response; a final connection error is the step's error.
+func Transport(base http.RoundTripper, opts ...TransportOption) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &transport{base: base}
+	t := &transport{base: base}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(t)
+		}
+	}
+	return t
 }
 
-type transport struct{ base http.RoundTripper }
+type transport struct {
+	base  http.RoundTripper
+	retry *RetryPolicy // TransportRetry
+	err   error        // a bad option: every request through a handler fails with it
+}
 
 // llmArgs is what an llm step records as its args.
 type llmArgs struct {
@@ -56,6 +74,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	d, err := dispatchFrom(ctx)
 	if err != nil || ctx.Value(stepKey{}) != nil {
 		return t.base.RoundTrip(req)
+	}
+	if t.err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, t.err
 	}
 	var body []byte
 	if req.Body != nil {
@@ -92,7 +116,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("sdk: transport: %w", err)
 	}
 	res, err := d.do(ctx, call{
-		kind: eventlog.StepLLM, target: target, args: enc, idem: eventlog.SafeToRetry,
+		kind: eventlog.StepLLM, target: target, args: enc, idem: eventlog.SafeToRetry, retry: t.retry,
 		body: func(bctx context.Context) ([]byte, error) {
 			out := req.Clone(bctx)
 			out.Body = io.NopCloser(bytes.NewReader(body))
@@ -109,7 +133,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			h := resp.Header.Clone()
 			h.Del("Content-Length")
-			return encodeValue(llmResult{Status: resp.StatusCode, Header: h, Body: b})
+			rec, err := encodeValue(llmResult{Status: resp.StatusCode, Header: h, Body: b})
+			if err != nil || !transientStatus(resp.StatusCode) {
+				return rec, err
+			}
+			return nil, &attemptError{
+				err:   fmt.Errorf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
+				final: rec,
+				after: retryAfter(resp.Header.Get("Retry-After"), d.k.clock.Now()),
+			}
 		},
 	})
 	if err != nil {
@@ -130,4 +162,49 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ContentLength: int64(len(r.Body)),
 		Request:       req,
 	}, nil
+}
+
+// TransportOption configures Transport.
+type TransportOption func(*transport)
+
+// TransportRetry retries an LLM call's 429, 5xx and connection errors
+// under p (DESIGN §10), overriding the kernel's WithRetry for calls through
+// this transport. The policy's Retryable, if set, sees an error whose text
+// is "HTTP 429 Too Many Requests" (for a status) or the connection's
+// error. A bad policy makes every recorded request fail with ErrInvalid,
+// before anything is appended.
+func TransportRetry(p RetryPolicy) TransportOption {
+	return func(t *transport) {
+		p, err := p.check()
+		if err != nil {
+			t.err = fmt.Errorf("sdk: transport: %w", err)
+			return
+		}
+		t.retry = &p
+	}
+}
+
+// transientStatus reports whether an HTTP status is a failed attempt that
+// may be retried: 429 Too Many Requests and every 5xx.
+func transientStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code >= 500 && code <= 599
+}
+
+// retryAfter parses a Retry-After header — seconds, or an HTTP date
+// relative to now — into the least backoff it asks for; 0 when it is
+// absent or does not parse.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/internal/scriptedmodel"
@@ -56,6 +57,11 @@ type Model struct {
 // MaxSteps bounds the model turns of one task, as the reference's stopWhen.
 const MaxSteps = 12
 
+// ModelRetry is how the coder retries a model call that got a 429, a 5xx
+// or a connection error (sdk.TransportRetry): five attempts, backing off
+// from 1 s to 30 s, or longer when the server's Retry-After says so.
+var ModelRetry = sdk.RetryPolicy{MaxAttempts: 5, Initial: time.Second, Max: 30 * time.Second, Multiplier: 2}
+
 // Handler returns the coder agent for a workspace made by newDriver (a new
 // driver value per dispatch: drivers are cheap descriptions, not resources).
 func Handler[H Files, B any](newDriver func() driver.Driver[H, B], m Model) func(context.Context, Input) (Output, error) {
@@ -74,8 +80,14 @@ func Handler[H Files, B any](newDriver func() driver.Driver[H, B], m Model) func
 		client := openai.NewClient(
 			option.WithBaseURL(m.BaseURL),
 			option.WithAPIKey(m.APIKey),
+			// The client's own retries stay off: its backoff is a sleep
+			// that is not recorded, so a replay that reached a recorded 429
+			// or 5xx would sleep it again. sdk.TransportRetry retries 429s,
+			// 5xx and connection errors durably instead: each failed
+			// attempt is recorded with its backoff, only the final response
+			// is the step's result, and replay neither requests nor waits.
 			option.WithMaxRetries(0),
-			option.WithHTTPClient(&http.Client{Transport: sdk.Transport(nil)}),
+			option.WithHTTPClient(&http.Client{Transport: sdk.Transport(nil, sdk.TransportRetry(ModelRetry))}),
 		)
 		messages := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Task)}
 		last := ""
