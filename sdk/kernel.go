@@ -34,6 +34,7 @@ type Kernel struct {
 	leaseTTL  time.Duration
 	logger    *slog.Logger  // WithLogger; discards by default
 	parkAfter time.Duration // ParkAfter
+	strict    bool          // Strict
 
 	// wake is signalled (without blocking) when work may be waiting for
 	// Serve: a Start, a Cancel, an ended Run.
@@ -327,6 +328,7 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 		consumed: make(map[string]bool),
 		res:      make(map[string]*bound),
 	}
+	edited := false
 	for ev, err := range k.log.Events(ctx, id, 1) {
 		if err != nil {
 			return nil, err
@@ -334,8 +336,12 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 		if err := d.apply(ev); err != nil {
 			return nil, fmt.Errorf("sdk: execution %s: %w", id, err)
 		}
+		if e, ok := editedFork(ev); ok {
+			edited = e
+		}
 	}
 	d.recorded = len(d.state.Steps())
+	d.pos = newPositions(d.state, k.strict, edited)
 	return d, nil
 }
 
