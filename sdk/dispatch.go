@@ -497,6 +497,10 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		d.mu.Unlock()
 		return nil, err
 	}
+	if err := d.replayOnlyLocked(c, rec, seen); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
 	d.mu.Unlock()
 
 	attempt := uint32(1)

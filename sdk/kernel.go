@@ -30,11 +30,12 @@ type Kernel struct {
 
 	// owner names this kernel in the store's leases (eventlog.Leaser);
 	// leaseTTL is how long a claim lasts unless renewed.
-	owner     string
-	leaseTTL  time.Duration
-	logger    *slog.Logger  // WithLogger; discards by default
-	parkAfter time.Duration // ParkAfter
-	strict    bool          // Strict
+	owner      string
+	leaseTTL   time.Duration
+	logger     *slog.Logger  // WithLogger; discards by default
+	parkAfter  time.Duration // ParkAfter
+	strict     bool          // Strict
+	replayOnly bool          // ReplayOnly
 
 	// wake is signalled (without blocking) when work may be waiting for
 	// Serve: a Start, a Cancel, an ended Run.
