@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
@@ -141,10 +142,16 @@ func replayOne(ctx context.Context, log eventlog.Log, mem *pebblestore.Store, k 
 	var nd *sdk.NonDeterministicError
 	switch {
 	case errors.As(err, &nd):
-		return diverged(errSeq(err, last.Seq), "%v", nd)
+		// The message without the in-memory copy's ID.
+		_, reason, _ := strings.Cut(nd.Error(), "nondeterministic: ")
+		return diverged(errSeq(err, last.Seq), "%s", reason)
 	case errors.Is(err, sdk.ErrNotRecorded):
 		if recorded == nil {
 			return nil, "", nil // the history of a running or failed execution ends here
+		}
+		var ee *sdk.ExecutionError
+		if errors.As(err, &ee) {
+			return diverged(last.Seq, "%s", ee.Message)
 		}
 		return diverged(last.Seq, "%v", err)
 	case errors.Is(err, eventlog.ErrInvalid) && res == nil && isUnregistered(err):

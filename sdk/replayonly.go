@@ -24,11 +24,12 @@ var ErrNotRecorded = errors.New("sdk: call has no recorded outcome to replay")
 //     without recording anything (recorded bodies never run, so nothing
 //     uses the handle);
 //   - a call whose outcome the lineage recorded replays it, as always;
-//   - any other call — past the end of the recorded history, an orphan, a
-//     call the history does not hold — does not run: it returns an error
-//     that is ErrNotRecorded (or ErrNonDeterministic where Strict finds
-//     another call recorded at its position) and the kernel fails the
-//     execution when the handler returns.
+//   - any other call does not run, and the kernel fails the execution
+//     when the handler returns: a call the history does not hold while
+//     recorded calls remain unconsumed returns an error that is
+//     ErrNonDeterministic, naming them (the first is where the handler
+//     parts from its history); a call past the end of the recorded
+//     history, or an orphan, one that is ErrNotRecorded.
 //
 // Give a ReplayOnly kernel a log you can throw away: its dispatches append
 // dispatch.started and the execution's end as any dispatch does.
@@ -73,6 +74,16 @@ func (d *dispatch) replayOnlyLocked(c call, rec replay.Step, seen bool) error {
 	case !seen:
 	case rec.Status == replay.StepSucceeded || rec.Status == replay.StepFailed || rec.Status == replay.StepDenied:
 		return nil
+	}
+	if unreached := d.unreachedLocked(); !seen && len(unreached) > 0 {
+		// Recorded calls remain that this call is not: the handler parts
+		// from its history here.
+		nd := &NonDeterministicError{ID: d.id, Got: &RecordedCall{Kind: c.kind, Target: c.target, Args: shortArgs(c.args)}}
+		for _, st := range unreached {
+			nd.Expected = append(nd.Expected, recordedCall(st, d.recordedPosition(st)))
+		}
+		d.failLocked(eventlog.FailNondeterministic, nd)
+		return nd
 	}
 	what := "past the end of the recorded history"
 	if seen {

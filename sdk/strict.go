@@ -91,6 +91,9 @@ func (e *NonDeterministicError) Error() string {
 	fmt.Fprintf(&b, "sdk: execution %s: nondeterministic: ", e.ID)
 	if e.Got != nil {
 		fmt.Fprintf(&b, "the handler called %s where the lineage recorded %s", e.Got, e.Expected[0])
+		if len(e.Expected) > 1 {
+			fmt.Fprintf(&b, " (and %d more recorded call(s) not made)", len(e.Expected)-1)
+		}
 		return b.String()
 	}
 	fmt.Fprintf(&b, "the handler returned without making %d recorded call(s): ", len(e.Expected))
