@@ -12,9 +12,15 @@ import (
 // reporter stands in for the *testing.T (or *rapid.T) of a real test.
 type reporter struct{ failed bool }
 
-func (r *reporter) Helper()                           {}
-func (r *reporter) Errorf(format string, args ...any) { r.failed = true; fmt.Printf(format+"\n", args...) }
-func (r *reporter) Fatalf(format string, args ...any) { r.failed = true; fmt.Printf(format+"\n", args...) }
+func (r *reporter) Helper() {}
+func (r *reporter) Errorf(format string, args ...any) {
+	r.failed = true
+	fmt.Printf(format+"\n", args...)
+}
+func (r *reporter) Fatalf(format string, args ...any) {
+	r.failed = true
+	fmt.Printf(format+"\n", args...)
+}
 
 // A user checks their own agent: CheckAgent runs it, kills and resumes it
 // at every event, forks it at every event and runs the forks, under
