@@ -21,7 +21,13 @@ var ErrNonDeterministic = errors.New("sdk: handler diverged from its recorded hi
 // A call's position is its (kind, target) pair and how many calls of that
 // pair the dispatch made before it; calls of different pairs may interleave
 // in any order (parallel LLM calls in goroutines, say), so goroutines never
-// trip the check when the code did not change. Under Strict:
+// trip the check when the code did not change. Calls of one pair made
+// concurrently (two goroutines asking the same model) take their positions
+// in the order they reach the kernel: while the history holds them all,
+// each replays by its identity and nothing trips, but past the recorded
+// history — a crash lost a safe_to_retry intent, or a fork ends between
+// them — one of them can take the position of a sibling that has not
+// reached the kernel yet, and fail. Under Strict:
 //
 //   - a call with no record, at a position where the lineage recorded
 //     another call (other args) that this dispatch has not consumed, does
