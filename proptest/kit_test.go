@@ -17,6 +17,7 @@ import (
 	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/internal/testdriver"
 	"github.com/forkline/forkline/sdk"
+	"pgregory.net/rapid"
 )
 
 // kernelFor returns a NewKernel that registers h as agent "a".
@@ -130,4 +131,14 @@ func TestCheckAgentCatchesMapOrder(t *testing.T) {
 		return "put", nil
 	}))
 	wantAll(t, msg, "nondeterministic", `tool "put"`, "in another order", "ranges over a map")
+}
+
+// CheckAgent takes a *rapid.T: generated inputs, each checked in full.
+func TestCheckAgentGeneratedInputs(t *testing.T) {
+	drv := testdriver.New()
+	newKernel := greeter(drv, 1)
+	rapid.Check(t, func(rt *rapid.T) {
+		names := rapid.SliceOfN(rapid.StringMatching(`[a-z]{1,4}`), 0, 2).Draw(rt, "names")
+		CheckAgent(rt, newKernel, "greeter", names, WithDiffer("ws", drv), Every(3))
+	})
 }
