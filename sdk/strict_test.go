@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/internal/testdriver"
@@ -320,5 +321,42 @@ func TestAtMostOnceNonceTrap(t *testing.T) {
 			wantEvents(t, k, id, []string{"created a", "dispatch 1", "started tool pay at_most_once",
 				"dispatch 2", "execution_failed nondeterministic"})
 		})
+	}
+}
+
+// DESIGN §12: Strict is off in an edited fork (here one with a new input),
+// whose prefix another input recorded: the unconsumed step of the prefix
+// does not fail it.
+func TestStrictOffInEditedFork(t *testing.T) {
+	ctx := context.Background()
+	register := func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, name string) (string, error) {
+			return sdk.Step(ctx, name, func(context.Context) (string, error) { return name, nil })
+		})
+	}
+	store := newStore(t)
+	k := newKernel(t, store, register, sdk.Strict())
+	id, _ := k.Start(ctx, "a", "first")
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, edited := range []bool{false, true} {
+		fc := &eventlog.ForkCreated{Parent: id, At: 4}
+		if edited {
+			fc.Input = []byte(`"second"`)
+		}
+		fid, err := store.Fork(ctx, id, 4, fc, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Run(ctx, fid); err != nil {
+			t.Fatalf("fork (edited %v) under Strict: %v, want it to complete", edited, err)
+		}
+		want := []string{"created a", "dispatch 1", "started local first", "succeeded", "fork at=4", "dispatch 2", "completed"}
+		if edited {
+			want = []string{"created a", "dispatch 1", "started local first", "succeeded", "fork at=4", "dispatch 2",
+				"started local second", "succeeded", "completed"}
+		}
+		wantEvents(t, k, fid, want)
 	}
 }
