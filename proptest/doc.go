@@ -102,14 +102,13 @@
 // passes, and on three small agents with a planted bug each, which fail
 // with a message that names the cause.
 //
-// [driver.Differ]: https://pkg.go.dev/github.com/forkline/forkline/driver#Differ
-//
 // # Running longer
 //
 // The defaults keep the package well under two minutes with -race on two
 // cores. Use rapid's own flags for more: -rapid.checks=1000 for more worlds,
 // -rapid.steps=100 for bigger ones (a world is three rounds of Repeat).
 //
+// [driver.Differ]: https://pkg.go.dev/github.com/forkline/forkline/driver#Differ
 // [pebblestore.Store]: https://pkg.go.dev/github.com/forkline/forkline/eventlog/pebblestore#Store
 // [policy.Counter]: https://pkg.go.dev/github.com/forkline/forkline/policy#Counter
 package proptest

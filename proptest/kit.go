@@ -76,6 +76,8 @@ func Every(n int) Option {
 // kernel made by newKernel with sdk.Strict. It fails t with the first
 // broken invariant, its seq and a window of the events around it:
 //
+//   - §8.4: every lineage written — the run, each resumed run, each fork —
+//     captures exactly when the checkpoint policy says;
 //   - §8.3: the coverage the kernel reports agrees with proptest's naive
 //     model ([PointAt]) at every event;
 //   - §8.6: a run killed after any event and run again completes with the
@@ -122,6 +124,7 @@ const (
 	invSelect    = "DESIGN §8.2: a fork selects as §5 says and replays its prefix without running it"
 	invRestore   = "DESIGN §8.1: a covered fork restores exactly the parent's state"
 	invImmutable = "DESIGN §8.7: forking and resuming never change an existing event"
+	invPolicy    = "DESIGN §8.4: captures happen exactly when the policy says"
 )
 
 // errKilled is what a killLog returns once its budget is spent.
@@ -187,6 +190,9 @@ func checkAgent(ctx context.Context, newKernel NewKernel, agent string, input an
 		return c.fail(invCompletes, c.id, uint64(len(c.ref)), c.ref, err.Error())
 	}
 	c.output = res.Output
+	if err := c.checkPolicy(c.id, c.ref, 0); err != nil {
+		return err
+	}
 	for _, step := range []func() error{c.checkCoverage, c.checkKills, c.checkForks, c.checkImmutable} {
 		if err := step(); err != nil {
 			return err
@@ -282,6 +288,17 @@ func (c *checker) checkKills() error {
 		if err := c.checkOnce(id, evs); err != nil {
 			return err
 		}
+		if err := c.checkPolicy(id, evs, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPolicy checks the captures of lineage evs from index at (§8.4).
+func (c *checker) checkPolicy(id eventlog.ID, evs []eventlog.Event, at int) error {
+	if seq, err := capturesFollowPolicy(evs, at); err != nil {
+		return c.fail(invPolicy, id, seq, evs, err.Error())
 	}
 	return nil
 }
@@ -323,6 +340,9 @@ func (c *checker) checkForks() error {
 			return c.fail(invSelect, fid, errSeq(err, n+1), evs, fmt.Sprintf("the fork at seq %d failed: %s", n, c.diagnose(err)))
 		}
 		if err := c.checkNoRerun(fid, evs, n); err != nil {
+			return err
+		}
+		if err := c.checkPolicy(fid, evs, int(n)); err != nil {
 			return err
 		}
 		if !want.Covered {
