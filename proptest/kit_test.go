@@ -92,10 +92,26 @@ func TestCheckAgentCatchesClock(t *testing.T) {
 }
 
 // Planted bug 2: a tool writes a resource it does not declare in Affects,
-// on a driver with CoverageReuse.
+// on a driver with CoverageReuse. States are compared with driver.Differ,
+// or with a state function.
 func TestCheckAgentCatchesUndeclaredWrite(t *testing.T) {
 	drv := testdriver.New().WithCoverageReuse()
-	msg := mustFail(t, kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+	state := func(ctx context.Context, ref string) (string, error) {
+		files, ok := drv.Restore(ref)
+		if !ok {
+			return "", fmt.Errorf("no checkpoint %s", ref)
+		}
+		return fmt.Sprint(files), nil
+	}
+	for _, opt := range []Option{WithDiffer("ws", drv), WithState("ws", state)} {
+		msg := mustFail(t, sneakyAgent(drv), opt)
+		wantAll(t, msg, "DESIGN §8.1", `resource "ws"`, "sneak.txt", `tool "sneak"`, `without declaring "ws" in Affects`)
+	}
+}
+
+// sneakyAgent writes ws with a tool that does not declare it.
+func sneakyAgent(drv *testdriver.Driver) NewKernel {
+	return kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
 		ws, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(1))
 		if err != nil {
 			return "", err
@@ -113,8 +129,7 @@ func TestCheckAgentCatchesUndeclaredWrite(t *testing.T) {
 			return "", err
 		}
 		return "done", put("write_more", sdk.Affects("ws"))
-	}), WithDiffer("ws", drv))
-	wantAll(t, msg, "DESIGN §8.1", `resource "ws"`, "- sneak.txt", `tool "sneak"`, `without declaring "ws" in Affects`)
+	})
 }
 
 // Planted bug 3: the handler ranges over a map to decide the order of its
