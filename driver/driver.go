@@ -48,6 +48,15 @@ type CoverageReuser interface {
 	CoverageReuse() bool
 }
 
+// Differ is implemented by a driver that can compare two of its
+// checkpoints (DESIGN §12). proptest.CheckAgent uses it to compare a fork's
+// state with its parent's.
+type Differ interface {
+	// Diff describes, for people, how the state refB holds differs from
+	// the state refA holds; "" when they hold the same state.
+	Diff(ctx context.Context, refA, refB string) (string, error)
+}
+
 // ErrCheckpointUnavailable is wrapped by the error Create returns when the
 // requested checkpoint does not exist (never did, was deleted, expired) or
 // cannot be read back intact. A fork that needs it fails with code

@@ -238,6 +238,7 @@ func TestFormatPinned(t *testing.T) {
 			string(eventlog.FailResourceMismatch), string(eventlog.FailResource),
 			string(eventlog.StepChild), string(eventlog.FailDeadline), string(eventlog.FailResourceUnavailable),
 			string(eventlog.ParkTimer), string(eventlog.ParkRetry), string(eventlog.ParkApproval), string(eventlog.ParkChild),
+			string(eventlog.FailNondeterministic),
 		}
 		want := []string{
 			"tool", "local", "llm",
@@ -246,6 +247,7 @@ func TestFormatPinned(t *testing.T) {
 			"handler", "panic", "checkpoint_unavailable", "resource_mismatch", "resource",
 			"child", "deadline", "resource_unavailable",
 			"timer", "retry", "approval", "child",
+			"nondeterministic",
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("enum values (-pinned +now):\n%s", d)

@@ -73,6 +73,7 @@ const (
 	FailResource              FailureCode = "resource"               // a driver failed to create or open a resource
 	FailDeadline              FailureCode = "deadline"               // the execution's deadline passed (DESIGN §9)
 	FailResourceUnavailable   FailureCode = "resource_unavailable"   // a new owner cannot open a binding and the head is uncovered (DESIGN §11)
+	FailNondeterministic      FailureCode = "nondeterministic"       // under sdk.Strict, the handler diverged from its recorded history (DESIGN §15)
 )
 
 // ParkReason says what a parked dispatch waits for.

@@ -85,12 +85,32 @@
 // scenarios pin the model itself, and every failure the properties found
 // is kept as a named regression test.
 //
+// # A kit for users' agents
+//
+// [CheckAgent] runs the same invariants on a user's own agent (DESIGN §15):
+// it runs the agent, kills the run after every event and resumes it, forks
+// it at every event and runs the forks — every kernel under sdk.Strict —
+// and fails on the first broken invariant of DESIGN §8 with its seq, a
+// window of the events around it ([Window]) and, for a divergence, the
+// likely cause: a clock read outside a step, a map's iteration order, a
+// step that changes a resource it does not declare in Affects. Resource
+// states are compared through [driver.Differ] ([WithDiffer]) or a
+// function of a checkpoint ref ([WithState]). [Replay] (and [ReplayLog],
+// which `forkline check` runs) replays every recorded execution of a log
+// against the current handlers on an in-memory copy, with sdk.ReplayOnly,
+// and lists the divergences; it never appends to the log.
+//
+// kit_test.go runs CheckAgent on the coder agent of examples/coder, which
+// passes, and on three small agents with a planted bug each, which fail
+// with a message that names the cause.
+//
 // # Running longer
 //
 // The defaults keep the package well under two minutes with -race on two
 // cores. Use rapid's own flags for more: -rapid.checks=1000 for more worlds,
 // -rapid.steps=100 for bigger ones (a world is three rounds of Repeat).
 //
+// [driver.Differ]: https://pkg.go.dev/github.com/forkline/forkline/driver#Differ
 // [pebblestore.Store]: https://pkg.go.dev/github.com/forkline/forkline/eventlog/pebblestore#Store
 // [policy.Counter]: https://pkg.go.dev/github.com/forkline/forkline/policy#Counter
 package proptest

@@ -329,8 +329,6 @@ type appendRec struct {
 	events []eventlog.Event
 }
 
-var errKilled = errors.New("proptest: dispatch killed")
-
 func newRecLog(store eventlog.IndexedLog, w *world) *recLog {
 	return &recLog{IndexedLog: store, w: w, budget: -1,
 		handles: map[eventlog.ID]map[string]string{}, snaps: map[eventlog.ID]map[uint64]map[string]map[string]string{},

@@ -45,6 +45,7 @@ type dispatch struct {
 	// while some remain (IsReplaying).
 	recorded int
 	consumed map[string]bool
+	pos      *positions // call positions and Strict's checks (DESIGN §15)
 
 	// calls counts the calls (do, obtain) in progress; once ended is set
 	// no call joins, and the dispatch waits for those in progress before it
@@ -267,6 +268,9 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 		}
 		return nil, fail
 	}
+	if res, err, failed := d.settleLocked(); failed {
+		return res, err
+	}
 	payloads := d.completionCapturesLocked()
 	payloads = append(payloads, &eventlog.ExecutionCompleted{Output: out})
 	if err := d.appendLocked(false, payloads...); err != nil {
@@ -478,6 +482,14 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 	rec, seen := d.state.Step(stepID)
 	if seen {
 		d.consumed[stepID] = true
+	}
+	if err := d.positionLocked(c, stepID, seen); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	if err := d.replayOnlyLocked(c, rec, seen); err != nil {
+		d.mu.Unlock()
+		return nil, err
 	}
 	d.mu.Unlock()
 

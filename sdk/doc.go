@@ -34,6 +34,24 @@
 // others. When a dispatch ends, every handle it obtained that implements
 // io.Closer is closed; handles belong to one dispatch.
 //
+// # Changing code safely
+//
+// A changed handler meets histories its old code recorded (DESIGN §15).
+// Without [Strict], a recorded call the new code no longer makes is left
+// as it is — except an orphan (a step started on an earlier dispatch and
+// never finished) that a completing dispatch never reached again: the
+// kernel ends it with step.abandoned before the completion captures, so it
+// stops holding its resources' coverage, and counts it like an ended
+// attempt. With [Strict], a call made where the history recorded another
+// call, and a dispatch that completes with recorded calls unmade (a
+// renamed or removed step, an unreached orphan), fail the execution with
+// Code nondeterministic and an error that is [ErrNonDeterministic] (a
+// *[NonDeterministicError] naming the expected and the actual call).
+// [Patched] guards a change so that old histories keep replaying by the
+// old path; [ReplayOnly] replays histories without running anything, which
+// proptest.Replay and forkline check build on. See [AtMostOnce] for the
+// nonce trap.
+//
 // # Idempotency keys
 //
 // [IdempotencyKey] is derived from the StepID and the execution that runs

@@ -110,6 +110,8 @@ func recordedFailure(id eventlog.ID, code eventlog.FailureCode, msg string) *Exe
 		e.cause = ErrResourceMismatch
 	case eventlog.FailDeadline:
 		e.cause = context.DeadlineExceeded
+	case eventlog.FailNondeterministic:
+		e.cause = ErrNonDeterministic
 	}
 	return e
 }

@@ -34,10 +34,12 @@ type Kernel struct {
 
 	// owner names this kernel in the store's leases (eventlog.Leaser);
 	// leaseTTL is how long a claim lasts unless renewed.
-	owner     string
-	leaseTTL  time.Duration
-	logger    *slog.Logger  // WithLogger; discards by default
-	parkAfter time.Duration // ParkAfter
+	owner      string
+	leaseTTL   time.Duration
+	logger     *slog.Logger  // WithLogger; discards by default
+	parkAfter  time.Duration // ParkAfter
+	strict     bool          // Strict
+	replayOnly bool          // ReplayOnly
 
 	// wake is signalled (without blocking) when work may be waiting for
 	// Serve: a Start, a Cancel, an ended Run.
@@ -381,6 +383,7 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 		consumed: make(map[string]bool),
 		res:      make(map[string]*bound),
 	}
+	edited := false
 	for ev, err := range k.log.Events(ctx, id, 1) {
 		if err != nil {
 			return nil, err
@@ -388,8 +391,12 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 		if err := d.apply(ev); err != nil {
 			return nil, fmt.Errorf("sdk: execution %s: %w", id, err)
 		}
+		if e, ok := editedFork(ev); ok {
+			edited = e
+		}
 	}
 	d.recorded = len(d.state.Steps())
+	d.pos = newPositions(d.state, k.strict, edited)
 	return d, nil
 }
 

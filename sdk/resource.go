@@ -67,6 +67,9 @@ func Resource[H, B any](ctx context.Context, key string, d driver.Driver[H, B], 
 	if err != nil {
 		return zero, fmt.Errorf("resource %q: %w", key, err)
 	}
+	if replayOnly, err := disp.replayOnlyResource(key, drv); replayOnly {
+		return zero, err
+	}
 	h, err := disp.obtain(ctx, key, drv, pol)
 	if err != nil {
 		return zero, err

@@ -54,6 +54,17 @@ func Affects(keys ...string) CallOption {
 // dies after the body started, the next dispatch does not run it again but
 // records it as failed and returns an error that is ErrIndeterminate. By
 // default calls are safe to retry.
+//
+// The nonce trap: a call is recognized on the next dispatch by its
+// identity, which includes its args (DESIGN §4). Args that change from one
+// dispatch to the next — a time.Now(), a random nonce, a fresh UUID made
+// outside a step — give the call a new identity after a crash, so its
+// orphan is not recognized: the body runs a second time, with a second
+// idempotency key, and the orphan is later abandoned (step.abandoned).
+// Draw such values inside a Step (recorded, so replayed alike) and pass
+// the result as args. Under [Strict] the trap is caught: the new call sits
+// at the position of the recorded orphan with other args, and fails with
+// ErrNonDeterministic before its body runs.
 func AtMostOnce() CallOption {
 	return func(o *callOptions) error {
 		o.idem = eventlog.AtMostOnce

@@ -57,6 +57,9 @@ Commands:
   fork <id> <seq>           create a fork at an event and print its plan
   run <id>                  run an execution of the demo's coder agent (a fork)
   timeline <id> --html FILE write the lineage as a self-contained HTML page
+  check --agent coder [DIR] replay every recorded execution of the coder agent
+                            against the current code (read-only) and list
+                            where they diverge; exit 1 if any does
 
 Flags (before or after the command):
   --dir DIR    data folder (default ./forkline-data): the event log lives in
@@ -125,7 +128,7 @@ type command struct {
 func commands() []*command {
 	var demoTask string
 	var htmlFile string
-	var lsStatus, lsAgent, cancelReason string
+	var lsStatus, lsAgent, cancelReason, checkAgent string
 	var gcStatus, gcOlder string
 	var gcDry bool
 	var gcGrace time.Duration
@@ -167,6 +170,11 @@ func commands() []*command {
 			run: func(e *env, _ []string) error { return cmdDu(e) }},
 		{name: "run", args: "<id>", short: "run an execution of the demo's coder agent", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdRun(e, pos[0]) }},
+		{name: "check", args: "--agent coder [DIR]", short: "replay recorded executions against the current code", maxPos: 1,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&checkAgent, "agent", "", "the agent whose executions to replay (the command has the coder agent's code)")
+			},
+			run: func(e *env, pos []string) error { return cmdCheck(e, checkAgent, pos) }},
 		{name: "timeline", args: "<id> --html FILE", short: "write the lineage as a self-contained HTML page", minPos: 1, maxPos: 1,
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&htmlFile, "html", "", "the HTML file to write (required)") },
 			run: func(e *env, pos []string) error {

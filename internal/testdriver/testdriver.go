@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,7 +98,10 @@ type shared struct {
 	refs      map[string]map[string]string
 }
 
-var _ driver.Driver[*Handle, Binding] = (*Driver)(nil)
+var (
+	_ driver.Driver[*Handle, Binding] = (*Driver)(nil)
+	_ driver.Differ                   = (*Driver)(nil)
+)
 
 // New returns a driver with DriverID "test.mem.v1" and no configuration.
 func New() *Driver {
@@ -178,6 +182,33 @@ func (d *Driver) Restore(ref string) (map[string]string, bool) {
 	defer d.mu.Unlock()
 	snap, ok := d.refs[ref]
 	return maps.Clone(snap), ok
+}
+
+// Diff implements driver.Differ: one line per file added, removed or
+// changed from refA to refB, sorted by name.
+func (d *Driver) Diff(ctx context.Context, refA, refB string) (string, error) {
+	a, okA := d.Restore(refA)
+	b, okB := d.Restore(refB)
+	if !okA || !okB {
+		return "", fmt.Errorf("testdriver: diff %s %s: %w", refA, refB, driver.ErrCheckpointUnavailable)
+	}
+	var lines []string
+	for name, va := range a {
+		vb, ok := b[name]
+		switch {
+		case !ok:
+			lines = append(lines, fmt.Sprintf("- %s", name))
+		case va != vb:
+			lines = append(lines, fmt.Sprintf("~ %s: %q -> %q", name, va, vb))
+		}
+	}
+	for name := range b {
+		if _, ok := a[name]; !ok {
+			lines = append(lines, fmt.Sprintf("+ %s", name))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n"), nil
 }
 
 // DeleteCheckpoint forgets ref, as an expired snapshot.

@@ -1,0 +1,520 @@
+package proptest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/internal/eventtext"
+	"github.com/forkline/forkline/sdk"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TB is what the kit needs of a test: *testing.T, *testing.B and *rapid.T
+// (for generated inputs) all have it.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// NewKernel makes a kernel on log with opts (the kit passes sdk.Strict, or
+// sdk.ReplayOnly) and registers the agents under test on it:
+//
+//	func(log eventlog.IndexedLog, opts ...sdk.Option) (*sdk.Kernel, error) {
+//		k, err := sdk.New(log, opts...)
+//		if err != nil {
+//			return nil, err
+//		}
+//		_, err = sdk.Register(k, "greeter", greet)
+//		return k, err
+//	}
+//
+// CheckAgent calls it several times on the same log: the agent's drivers
+// must outlive one kernel (a fork restores checkpoints its parent's kernel
+// took).
+type NewKernel func(log eventlog.IndexedLog, opts ...sdk.Option) (*sdk.Kernel, error)
+
+// Option configures CheckAgent.
+type Option func(*config)
+
+type config struct {
+	differs map[string]driver.Differ
+	states  map[string]func(ctx context.Context, ref string) (string, error)
+	every   int
+}
+
+// WithDiffer compares the states of resource key with d (the resource's
+// driver, when it implements driver.Differ).
+func WithDiffer(key string, d driver.Differ) Option {
+	return func(c *config) { c.differs[key] = d }
+}
+
+// WithState compares the states of resource key by what state returns for
+// two checkpoint refs of it: equal strings are equal states. Use it for a
+// driver that is not a driver.Differ.
+func WithState(key string, state func(ctx context.Context, ref string) (string, error)) Option {
+	return func(c *config) { c.states[key] = state }
+}
+
+// Every kills and forks at every n-th event only (1, the default: every
+// event), to bound the cost of long runs. n < 1 counts as 1.
+func Every(n int) Option {
+	return func(c *config) { c.every = max(n, 1) }
+}
+
+// CheckAgent checks DESIGN §8's invariants on a user's agent: it runs
+// agent on input on an in-memory log, then kills that run at every event
+// and resumes it, and forks it at every event and runs the forks, every
+// kernel made by newKernel with sdk.Strict. It fails t with the first
+// broken invariant, its seq and a window of the events around it:
+//
+//   - §8.4: every lineage written — the run, each resumed run, each fork —
+//     captures exactly when the checkpoint policy says;
+//   - §8.3: the coverage the kernel reports agrees with proptest's naive
+//     model ([PointAt]) at every event;
+//   - §8.6: a run killed after any event and run again completes with the
+//     uninterrupted run's output, replaying what was recorded (Strict:
+//     a handler that makes other calls than its history holds — it reads
+//     the clock outside a step, or depends on a map's order — fails here,
+//     with a diagnosis), and no at_most_once step starts twice;
+//   - §8.2: every fork selects what the model selects, completes, and runs
+//     no recorded effect of its prefix again;
+//   - §8.1: a covered fork ends with the parent's output and, for each
+//     resource given WithDiffer or WithState, the parent's final state (a
+//     step that changes a resource it does not declare in Affects fails
+//     here, under a driver with CoverageReuse);
+//   - §8.7: all this leaves the original run's events unchanged.
+//
+// The agent must complete, and be deterministic given its recorded
+// calls: fake its model (an httptest server) and its outside world.
+// Generated inputs: call CheckAgent inside rapid.Check with the *rapid.T.
+func CheckAgent(t TB, newKernel NewKernel, agent string, input any, opts ...Option) {
+	t.Helper()
+	if err := checkAgent(context.Background(), newKernel, agent, input, opts...); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// failure is the first broken invariant checkAgent found.
+type failure struct {
+	invariant string
+	exec      eventlog.ID
+	seq       uint64
+	cause     string
+	window    string
+}
+
+func (f *failure) Error() string {
+	return fmt.Sprintf("proptest: %s\n  execution %s, seq %d: %s\n%s", f.invariant, f.exec, f.seq, f.cause, f.window)
+}
+
+const (
+	invCompletes = "the agent completes"
+	invCoverage  = "DESIGN §8.3: coverage agrees with the model"
+	invKill      = "DESIGN §8.6: a run killed at any event and resumed ends in the same output"
+	invOnce      = "DESIGN §8.6: an at_most_once body never runs twice"
+	invSelect    = "DESIGN §8.2: a fork selects as §5 says and replays its prefix without running it"
+	invRestore   = "DESIGN §8.1: a covered fork restores exactly the parent's state"
+	invImmutable = "DESIGN §8.7: forking and resuming never change an existing event"
+	invPolicy    = "DESIGN §8.4: captures happen exactly when the policy says"
+)
+
+// errKilled is what a killLog returns once its budget is spent.
+var errKilled = errors.New("proptest: killed")
+
+// killLog lets budget more events be appended, then fails every append, as
+// a process killed before writing the next event.
+type killLog struct {
+	eventlog.IndexedLog
+	budget atomic.Int64
+}
+
+func (l *killLog) Append(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
+	if l.budget.Add(-int64(len(evs))) < 0 {
+		return 0, errKilled
+	}
+	return l.IndexedLog.Append(ctx, id, head, evs...)
+}
+
+func (l *killLog) AppendUnsynced(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
+	if l.budget.Add(-int64(len(evs))) < 0 {
+		return 0, errKilled
+	}
+	return l.IndexedLog.AppendUnsynced(ctx, id, head, evs...)
+}
+
+// checker holds one CheckAgent run.
+type checker struct {
+	ctx       context.Context
+	cfg       config
+	store     *pebblestore.Store
+	k         *sdk.Kernel
+	newKernel NewKernel
+	agent     string
+	input     any
+	id        eventlog.ID
+	ref       []eventlog.Event
+	output    []byte
+}
+
+func checkAgent(ctx context.Context, newKernel NewKernel, agent string, input any, opts ...Option) error {
+	c := &checker{ctx: ctx, newKernel: newKernel, agent: agent, input: input, cfg: config{
+		differs: map[string]driver.Differ{}, states: map[string]func(context.Context, string) (string, error){}, every: 1,
+	}}
+	for _, o := range opts {
+		o(&c.cfg)
+	}
+	store, err := pebblestore.Open("")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	c.store = store
+	if c.k, err = newKernel(store, sdk.Strict()); err != nil {
+		return fmt.Errorf("proptest: newKernel: %w", err)
+	}
+	defer c.k.Close()
+	if c.id, err = c.k.Start(ctx, agent, input); err != nil {
+		return fmt.Errorf("proptest: start %s: %w", agent, err)
+	}
+	res, err := c.k.Run(ctx, c.id)
+	if c.ref, _ = c.lineage(c.id); err != nil {
+		return c.fail(invCompletes, c.id, uint64(len(c.ref)), c.ref, err.Error())
+	}
+	c.output = res.Output
+	if err := c.checkPolicy(c.id, c.ref, 0); err != nil {
+		return err
+	}
+	for _, step := range []func() error{c.checkCoverage, c.checkKills, c.checkForks, c.checkImmutable} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lineage reads id's lineage from the store.
+func (c *checker) lineage(id eventlog.ID) ([]eventlog.Event, error) {
+	var out []eventlog.Event
+	for ev, err := range c.store.Events(c.ctx, id, 1) {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// fail returns the failure of invariant at seq of lineage evs.
+func (c *checker) fail(invariant string, id eventlog.ID, seq uint64, evs []eventlog.Event, cause string) error {
+	return &failure{invariant: invariant, exec: id, seq: seq, cause: cause, window: Window(evs, seq, 5)}
+}
+
+// Window renders the events of a lineage from seq-around to seq+around, one
+// a line with its seq, the line of seq marked with ">".
+func Window(evs []eventlog.Event, seq uint64, around int) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.Seq+uint64(around) < seq || ev.Seq > seq+uint64(around) {
+			continue
+		}
+		mark := " "
+		if ev.Seq == seq {
+			mark = ">"
+		}
+		fmt.Fprintf(&b, "  %s %4d  %s\n", mark, ev.Seq, eventtext.FormatEvent(ev))
+	}
+	return b.String()
+}
+
+// checkCoverage compares the kernel's coverage with the model's at every
+// event of the run (§8.3).
+func (c *checker) checkCoverage() error {
+	for n := uint64(1); n <= uint64(len(c.ref)); n++ {
+		got, err := c.k.Coverage(c.ctx, c.id, n)
+		if err != nil {
+			return c.fail(invCoverage, c.id, n, c.ref, err.Error())
+		}
+		want := PointAt(c.ref, n)
+		gotSels := make([]Selection, len(got.Resources))
+		for i, s := range got.Resources {
+			gotSels[i] = Selection{Key: s.Key, Ref: s.Ref, CapturedAt: s.CapturedAt, Generation: s.Generation, Covered: s.Covered}
+		}
+		if got.Covered != want.Covered || !slices.Equal(gotSels, want.Resources) {
+			return c.fail(invCoverage, c.id, n, c.ref, fmt.Sprintf("kernel says covered=%v %v, the model covered=%v %v",
+				got.Covered, gotSels, want.Covered, want.Resources))
+		}
+	}
+	return nil
+}
+
+// checkKills kills a run after each event and resumes it (§8.6).
+func (c *checker) checkKills() error {
+	for n := 2; n < len(c.ref); n += c.cfg.every {
+		kl := &killLog{IndexedLog: c.store}
+		kl.budget.Store(int64(n - 1)) // execution.created is written by Start, not appended
+		kk, err := c.newKernel(kl, sdk.Strict())
+		if err != nil {
+			return fmt.Errorf("proptest: newKernel: %w", err)
+		}
+		id, err := kk.Start(c.ctx, c.agent, c.input)
+		if err != nil {
+			return fmt.Errorf("proptest: start %s: %w", c.agent, err)
+		}
+		_, err = kk.Run(c.ctx, id)
+		_ = kk.Close()
+		if err != nil && !errors.Is(err, errKilled) {
+			evs, _ := c.lineage(id)
+			return c.fail(invKill, id, uint64(n), evs, "the run killed after this event failed otherwise: "+c.diagnose(err))
+		}
+		res, err := c.k.Run(c.ctx, id)
+		evs, _ := c.lineage(id)
+		if err != nil {
+			return c.fail(invKill, id, errSeq(err, uint64(n)), evs,
+				fmt.Sprintf("killed after seq %d, the resumed run failed: %s", n, c.diagnose(err)))
+		}
+		if string(res.Output) != string(c.output) {
+			return c.fail(invKill, id, uint64(len(evs)), evs,
+				fmt.Sprintf("killed after seq %d, the resumed run returned %s, the uninterrupted one %s", n, res.Output, c.output))
+		}
+		if err := c.checkOnce(id, evs); err != nil {
+			return err
+		}
+		if err := c.checkPolicy(id, evs, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPolicy checks the captures of lineage evs from index at (§8.4).
+func (c *checker) checkPolicy(id eventlog.ID, evs []eventlog.Event, at int) error {
+	if seq, err := capturesFollowPolicy(evs, at); err != nil {
+		return c.fail(invPolicy, id, seq, evs, err.Error())
+	}
+	return nil
+}
+
+// checkOnce fails when an at_most_once step of evs started twice: its
+// step.started is synced before the body runs, so a second one means a
+// second run of the body.
+func (c *checker) checkOnce(id eventlog.ID, evs []eventlog.Event) error {
+	started := map[string]uint64{}
+	for _, ev := range evs {
+		p, ok := ev.Data.(*eventlog.StepStarted)
+		if !ok || p.Idempotency != eventlog.AtMostOnce {
+			continue
+		}
+		if first, twice := started[p.StepID]; twice {
+			return c.fail(invOnce, id, ev.Seq, evs, fmt.Sprintf("%s %q started at seq %d and again here", p.StepKind, p.Target, first))
+		}
+		started[p.StepID] = ev.Seq
+	}
+	return nil
+}
+
+// checkForks forks the run at each event and runs the fork (§8.2, §8.1).
+func (c *checker) checkForks() error {
+	for n := uint64(1); n <= uint64(len(c.ref)); n += uint64(c.cfg.every) {
+		fid, err := c.k.Fork(c.ctx, c.id, n)
+		if err != nil {
+			return c.fail(invSelect, c.id, n, c.ref, "fork: "+err.Error())
+		}
+		want := PointAt(c.ref, n)
+		evs, _ := c.lineage(fid)
+		fc, ok := evs[n].Data.(*eventlog.ForkCreated)
+		if !ok || !slices.Equal(normal(fc.Selections), normal(want.Resources)) {
+			return c.fail(invSelect, fid, n+1, evs, fmt.Sprintf("the fork selects %v, the model %v", evs[n].Data, want.Resources))
+		}
+		res, err := c.k.Run(c.ctx, fid)
+		evs, _ = c.lineage(fid)
+		if err != nil {
+			return c.fail(invSelect, fid, errSeq(err, n+1), evs, fmt.Sprintf("the fork at seq %d failed: %s", n, c.diagnose(err)))
+		}
+		if err := c.checkNoRerun(fid, evs, n); err != nil {
+			return err
+		}
+		if err := c.checkPolicy(fid, evs, int(n)); err != nil {
+			return err
+		}
+		if !want.Covered {
+			continue // an uncovered fork may end otherwise: the documented trade-off
+		}
+		if err := c.checkStates(fid, evs, n, want); err != nil {
+			return err
+		}
+		if string(res.Output) != string(c.output) {
+			return c.fail(invRestore, fid, n, evs, fmt.Sprintf("the covered fork at seq %d returned %s, its parent %s", n, res.Output, c.output))
+		}
+	}
+	return nil
+}
+
+func normal(s []Selection) []Selection {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// checkNoRerun fails when fork fid (at n) started a step whose outcome its
+// prefix recorded.
+func (c *checker) checkNoRerun(fid eventlog.ID, evs []eventlog.Event, n uint64) error {
+	done := map[string]bool{}
+	for _, ev := range evs[:n] {
+		switch p := ev.Data.(type) {
+		case *eventlog.StepSucceeded:
+			done[p.StepID] = true
+		case *eventlog.StepFailed:
+			done[p.StepID] = p.RetryAt.IsZero()
+		case *eventlog.StepDenied:
+			done[p.StepID] = true
+		}
+	}
+	for _, ev := range evs[n:] {
+		if p, ok := ev.Data.(*eventlog.StepStarted); ok && done[p.StepID] {
+			return c.fail(invSelect, fid, ev.Seq, evs, fmt.Sprintf("the fork ran %s %q again, whose outcome its prefix recorded", p.StepKind, p.Target))
+		}
+	}
+	return nil
+}
+
+// checkStates compares the final states of a covered fork at n with its
+// parent's, for every resource the options say how to compare (§8.1).
+func (c *checker) checkStates(fid eventlog.ID, evs []eventlog.Event, n uint64, at Point) error {
+	parentEnd := PointAt(c.ref, uint64(len(c.ref)))
+	forkEnd := PointAt(evs, uint64(len(evs)))
+	for _, sel := range at.Resources {
+		a, okA := selected(parentEnd, sel.Key)
+		b, okB := selected(forkEnd, sel.Key)
+		if !okA || !okB {
+			continue // a final state without a covering checkpoint cannot be read
+		}
+		diff, err := c.diff(sel.Key, a, b)
+		if err != nil {
+			return c.fail(invRestore, fid, n, evs, fmt.Sprintf("compare %q: %v", sel.Key, err))
+		}
+		if diff == "" {
+			continue
+		}
+		cause := fmt.Sprintf("the covered fork at seq %d ends with another state of resource %q than its parent (checkpoints %s, %s):\n%s",
+			n, sel.Key, a, b, indent(diff))
+		if undeclared := c.undeclared(sel, n); len(undeclared) > 0 {
+			cause += fmt.Sprintf("\n  cause: after the checkpoint it restored (seq %d), %s ran without declaring %q in Affects; "+
+				"a driver with CoverageReuse trusts Affects, so a step that changes the resource must declare it (sdk.Affects)",
+				sel.CapturedAt, strings.Join(undeclared, ", "), sel.Key)
+		}
+		return c.fail(invRestore, c.id, n, c.ref, cause)
+	}
+	return nil
+}
+
+// selected returns the ref that covers key at pt.
+func selected(pt Point, key string) (string, bool) {
+	for _, s := range pt.Resources {
+		if s.Key == key {
+			return s.Ref, s.Covered && s.Ref != ""
+		}
+	}
+	return "", false
+}
+
+// diff compares two checkpoints of key by the options.
+func (c *checker) diff(key, a, b string) (string, error) {
+	if d, ok := c.cfg.differs[key]; ok {
+		return d.Diff(c.ctx, a, b)
+	}
+	state, ok := c.cfg.states[key]
+	if !ok {
+		return "", nil
+	}
+	sa, err := state(c.ctx, a)
+	if err != nil {
+		return "", err
+	}
+	sb, err := state(c.ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if sa == sb {
+		return "", nil
+	}
+	return fmt.Sprintf("parent: %s\nfork:   %s", sa, sb), nil
+}
+
+// undeclared lists the tool calls and local steps of the run that started
+// after sel's checkpoint and up to n without declaring sel.Key.
+func (c *checker) undeclared(sel Selection, n uint64) []string {
+	var out []string
+	for _, ev := range c.ref[:n] {
+		p, ok := ev.Data.(*eventlog.StepStarted)
+		if !ok || ev.Seq <= sel.CapturedAt || p.StepKind == eventlog.StepLLM || slices.Contains(p.Resources, sel.Key) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %q (seq %d)", p.StepKind, p.Target, ev.Seq))
+	}
+	return out
+}
+
+// checkImmutable fails when the run's events changed (§8.7).
+func (c *checker) checkImmutable() error {
+	now, err := c.lineage(c.id)
+	if err != nil {
+		return err
+	}
+	if d := cmp.Diff(c.ref, now); d != "" {
+		return c.fail(invImmutable, c.id, uint64(len(c.ref)), now, "the run's events changed (-before +after):\n"+d)
+	}
+	return nil
+}
+
+// errSeq returns the seq of the recorded call a NonDeterministicError
+// expected, else def.
+func errSeq(err error, def uint64) uint64 {
+	var nd *sdk.NonDeterministicError
+	if errors.As(err, &nd) && len(nd.Expected) > 0 && nd.Expected[0].Seq != 0 {
+		return nd.Expected[0].Seq
+	}
+	return def
+}
+
+// timeLike matches a timestamp or a Unix time (s, ms, µs, ns) in args.
+var timeLike = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}|\b1[5-9]\d{8}(\d{3}){0,3}\b`)
+
+// diagnose explains err, naming the likely cause of a divergence.
+func (c *checker) diagnose(err error) string {
+	var nd *sdk.NonDeterministicError
+	if !errors.As(err, &nd) {
+		return err.Error()
+	}
+	msg := err.Error()
+	if nd.Got == nil {
+		return msg + "\n  cause: the resumed handler did not make calls its history recorded: it decides what to call from " +
+			"something that is not recorded (the clock, a random number, a map's order) outside a step"
+	}
+	for _, ev := range c.ref {
+		if p, ok := ev.Data.(*eventlog.StepStarted); ok && p.StepID == nd.Got.StepID {
+			return msg + fmt.Sprintf("\n  cause: the uninterrupted run made this same call (seq %d), in another order: the order of the "+
+				"handler's calls changes between runs — it ranges over a map (iteration order is random; sort the keys) "+
+				"or depends on goroutine scheduling", ev.Seq)
+		}
+	}
+	if timeLike.MatchString(nd.Got.Args) && timeLike.MatchString(nd.Expected[0].Args) {
+		return msg + "\n  cause: the call's args hold a time that differs between runs: the handler reads the clock outside a " +
+			"step (read it inside sdk.Step, whose result is recorded and replayed)"
+	}
+	return msg + "\n  cause: the call's args differ between runs: a value that is not recorded (the clock, a random number, a " +
+		"map's order) reaches them outside a step"
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}

@@ -1,0 +1,159 @@
+package proptest
+
+// The kit on forkline's own agents: the coder agent of the reference page
+// passes CheckAgent; three small agents with a planted bug each fail it,
+// with a message that names the cause.
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/examples/coder"
+	"github.com/forkline/forkline/internal/testdriver"
+	"github.com/forkline/forkline/sdk"
+	"pgregory.net/rapid"
+)
+
+// kernelFor returns a NewKernel that registers h as agent "a".
+func kernelFor[In, Out any](h func(context.Context, In) (Out, error)) NewKernel {
+	return func(log eventlog.IndexedLog, opts ...sdk.Option) (*sdk.Kernel, error) {
+		k, err := sdk.New(log, opts...)
+		if err != nil {
+			return nil, err
+		}
+		_, err = sdk.Register(k, "a", h)
+		return k, err
+	}
+}
+
+// coderKernel is the coder agent on a test driver and the scripted model.
+func coderKernel(t *testing.T) (NewKernel, *testdriver.Driver) {
+	srv := httptest.NewServer(coder.Script())
+	t.Cleanup(srv.Close)
+	drv := testdriver.New()
+	m := coder.Model{Name: coder.ScriptedName, BaseURL: srv.URL + "/v1", APIKey: "test"}
+	h := coder.Handler(func() driver.Driver[*testdriver.Handle, testdriver.Binding] { return drv }, m)
+	return func(log eventlog.IndexedLog, opts ...sdk.Option) (*sdk.Kernel, error) {
+		k, err := sdk.New(log, opts...)
+		if err != nil {
+			return nil, err
+		}
+		_, err = sdk.Register(k, "coder", h)
+		return k, err
+	}, drv
+}
+
+// The unchanged coder agent passes: killed and resumed at every event,
+// forked at every event, its workspace compared with driver.Differ.
+func TestCheckAgentCoder(t *testing.T) {
+	newKernel, drv := coderKernel(t)
+	CheckAgent(t, newKernel, "coder", coder.Input{Task: "Build a tiny Go module that greets people."}, WithDiffer("workspace", drv))
+}
+
+// mustFail runs the check and returns its failure's text.
+func mustFail(t *testing.T, newKernel NewKernel, opts ...Option) string {
+	t.Helper()
+	err := checkAgent(context.Background(), newKernel, "a", struct{}{}, opts...)
+	if err == nil {
+		t.Fatal("the planted bug was not caught")
+	}
+	t.Logf("caught:\n%v", err)
+	return err.Error()
+}
+
+func wantAll(t *testing.T, msg string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(msg, p) {
+			t.Errorf("the failure does not say %q:\n%s", p, msg)
+		}
+	}
+}
+
+// Planted bug 1: the handler reads the clock outside a step and passes it
+// to a tool.
+func TestCheckAgentCatchesClock(t *testing.T) {
+	msg := mustFail(t, kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		note := sdk.DefineTool("note", func(ctx context.Context, s string) (string, error) { return s, nil })
+		for i := range 3 {
+			if _, err := note.Call(ctx, fmt.Sprintf("%d at %s", i, time.Now().Format(time.RFC3339Nano))); err != nil {
+				return "", err
+			}
+		}
+		return "noted", nil
+	}))
+	wantAll(t, msg, "DESIGN §8.6", "nondeterministic", `tool "note"`, "reads the clock outside a step", "\n  >    3  ")
+}
+
+// Planted bug 2: a tool writes a resource it does not declare in Affects,
+// on a driver with CoverageReuse. States are compared with driver.Differ,
+// or with a state function.
+func TestCheckAgentCatchesUndeclaredWrite(t *testing.T) {
+	drv := testdriver.New().WithCoverageReuse()
+	state := func(ctx context.Context, ref string) (string, error) {
+		files, ok := drv.Restore(ref)
+		if !ok {
+			return "", fmt.Errorf("no checkpoint %s", ref)
+		}
+		return fmt.Sprint(files), nil
+	}
+	for _, opt := range []Option{WithDiffer("ws", drv), WithState("ws", state)} {
+		msg := mustFail(t, sneakyAgent(drv), opt)
+		wantAll(t, msg, "DESIGN §8.1", `resource "ws"`, "sneak.txt", `tool "sneak"`, `without declaring "ws" in Affects`)
+	}
+}
+
+// sneakyAgent writes ws with a tool that does not declare it.
+func sneakyAgent(drv *testdriver.Driver) NewKernel {
+	return kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		ws, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(1))
+		if err != nil {
+			return "", err
+		}
+		put := func(name string, opts ...sdk.CallOption) error {
+			_, err := sdk.DefineTool(name, func(ctx context.Context, file string) (string, error) {
+				return file, ws.WriteFile(file, []byte(name))
+			}, opts...).Call(ctx, name+".txt")
+			return err
+		}
+		if err := put("write", sdk.Affects("ws")); err != nil {
+			return "", err
+		}
+		if err := put("sneak"); err != nil { // the bug: it writes ws, and does not say so
+			return "", err
+		}
+		return "done", put("write_more", sdk.Affects("ws"))
+	})
+}
+
+// Planted bug 3: the handler ranges over a map to decide the order of its
+// calls.
+func TestCheckAgentCatchesMapOrder(t *testing.T) {
+	msg := mustFail(t, kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		files := map[string]string{"a": "1", "b": "2", "c": "3", "d": "4", "e": "5", "f": "6"}
+		put := sdk.DefineTool("put", func(ctx context.Context, kv [2]string) (string, error) { return kv[0], nil })
+		for k, v := range files { // the bug: map iteration order changes between runs
+			if _, err := put.Call(ctx, [2]string{k, v}); err != nil {
+				return "", err
+			}
+		}
+		return "put", nil
+	}))
+	wantAll(t, msg, "nondeterministic", `tool "put"`, "in another order", "ranges over a map")
+}
+
+// CheckAgent takes a *rapid.T: generated inputs, each checked in full.
+func TestCheckAgentGeneratedInputs(t *testing.T) {
+	drv := testdriver.New()
+	newKernel := greeter(drv, 1)
+	rapid.Check(t, func(rt *rapid.T) {
+		names := rapid.SliceOfN(rapid.StringMatching(`[a-z]{1,4}`), 0, 2).Draw(rt, "names")
+		CheckAgent(rt, newKernel, "greeter", names, WithDiffer("ws", drv), Every(3))
+	})
+}
