@@ -500,7 +500,7 @@ func coderLineage(t testing.TB, writes, every int) *lineage {
 		if err := l.cov.Apply(ev); err != nil {
 			t.Fatal(err)
 		}
-		l.steps.add(ev)
+		l.steps.Add(ev)
 		l.events = append(l.events, ev)
 	}
 	capture := func(reason eventlog.CaptureReason) {

@@ -318,7 +318,7 @@ func timelineData(l *lineage, forks []timelineFork) (*tlPage, error) {
 			fsteps[k] = v
 		}
 		for _, ev := range f.own {
-			fsteps.add(ev)
+			fsteps.Add(ev)
 			c := kindColors[ev.Kind()]
 			d := tlEvent{X: x(ev.Seq), Y: rowY, R: r * 0.8, Fill: c, Color: c, Opacity: "1", Title: eventTitle(ev, fsteps, nil)}
 			if isLLM(ev, fsteps) {
