@@ -2,14 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/webui"
 )
 
 // clip shortens s to at most n runes, marking the cut with "…".
@@ -36,35 +35,9 @@ func timeText(t time.Time) string {
 }
 
 // restoresText describes a point's selections compactly.
-func restoresText(p coverage.Point) string {
-	if len(p.Resources) == 0 {
-		return "-"
-	}
-	parts := make([]string, 0, len(p.Resources))
-	for _, s := range p.Resources {
-		t := s.Key + "←" + shortRef(s.Ref)
-		if s.Ref != "" {
-			t += fmt.Sprintf("@%d", s.CapturedAt)
-		}
-		parts = append(parts, t)
-	}
-	return strings.Join(parts, " ")
-}
+func restoresText(p coverage.Point) string { return webui.RestoresText(p) }
 
-func coveredText(covered bool) string {
-	if covered {
-		return "covered"
-	}
-	return "uncovered"
-}
-
-// plural is "s" unless n is 1.
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
+func coveredText(covered bool) string { return webui.CoveredText(covered) }
 
 // stepIndex remembers each step's step.started, so that terminal events can
 // be described by what the step was.
