@@ -10,12 +10,15 @@ import (
 	"fmt"
 	"github.com/forkline/forkline/sdk"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
@@ -616,5 +619,45 @@ func TestTreeShowsChildren(t *testing.T) {
 		!strings.HasPrefix(lines[2], "├── "+fork.String()) || !strings.Contains(lines[3], "└─▸ ") ||
 		!strings.Contains(lines[3], "helper") || !strings.Contains(lines[3], " child ") {
 		t.Fatalf("tree:\n%s", stdout)
+	}
+}
+
+// TestServe: serve answers the executions page until interrupted, then
+// exits 0; an address it cannot listen on is bad input.
+func TestServe(t *testing.T) {
+	f := newFixture(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb bytes.Buffer
+	code := make(chan int, 1)
+	go func() { code <- runContext(ctx, []string{"--dir", f.dir, "serve", "--addr", addr}, &out, &errb) }()
+	var body string
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if i == 500 {
+			t.Fatalf("serve never answered: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(body, "forkline · executions") || !strings.Contains(body, f.ids["A"].String()) {
+		t.Fatalf("GET / =\n%s", body)
+	}
+	cancel()
+	if c := <-code; c != exitOK {
+		t.Fatalf("serve exited %d: %s", c, errb.String())
+	}
+	if _, stderr, c := runCLI(t, "--dir", f.dir, "serve", "--addr", "nonsense"); c != exitInput || !strings.Contains(stderr, `listen on "nonsense"`) {
+		t.Fatalf("serve --addr nonsense = %d %q", c, stderr)
 	}
 }

@@ -46,6 +46,9 @@ Commands:
   fork <id> <seq>           create a fork at an event and print its plan
   run <id>                  run an execution of the demo's coder agent (a fork)
   timeline <id> --html FILE write the lineage as a self-contained HTML page
+  serve [--addr HOST:PORT]  serve the web page of the executions (default
+                            127.0.0.1:7070): list, fork tree, live timelines,
+                            coverage, forking; until interrupted
 
 Flags (before or after the command):
   --dir DIR    data folder (default ./forkline-data): the event log lives in
@@ -108,6 +111,7 @@ type command struct {
 func commands() []*command {
 	var demoTask string
 	var htmlFile string
+	serveAddr := defaultAddr
 	var lsStatus, lsAgent, cancelReason string
 	return []*command{
 		{name: "demo", short: "run the coder agent, fork it twice, compare workspaces",
@@ -143,6 +147,9 @@ func commands() []*command {
 				}
 				return cmdTimeline(e, pos[0], htmlFile)
 			}},
+		{name: "serve", args: "[--addr HOST:PORT]", short: "serve the web page of the executions",
+			flags: func(fs *flag.FlagSet) { fs.StringVar(&serveAddr, "addr", defaultAddr, "the address to listen on") },
+			run:   func(e *env, _ []string) error { return cmdServe(e, serveAddr) }},
 	}
 }
 
