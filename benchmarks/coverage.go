@@ -1,6 +1,8 @@
 package benchmarks
 
 import (
+	"github.com/dustin/go-humanize"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -77,7 +79,7 @@ func runCoverage(e *env) ([]Row, error) {
 	}
 	fold := Figure{What: "forkline", Value: median(rates[0]), Unit: "events/s", Rounds: rates[0]}
 	base := Figure{What: "raw Pebble scan + msgpack decode", Value: median(rates[1]), Unit: "events/s", Rounds: rates[1]}
-	a := rowOf("5a", fmt.Sprintf("coverage fold of %s events", thousands(int64(h.n))), fmt.Sprintf("CoverageFold/events=%d/system=forkline", h.n),
+	a := rowOf("5a", fmt.Sprintf("coverage fold of %s events", humanize.Comma(int64(h.n))), fmt.Sprintf("CoverageFold/events=%d/system=forkline", h.n),
 		fold, base, div, "fold/decode", "≥ 0.5", atLeast(0.5), load)
 	a.Note = "coverage.FoldEvents over the store's Events: reading, decoding and checking the records, then the fold."
 
@@ -91,7 +93,7 @@ func runCoverage(e *env) ([]Row, error) {
 		return nil, err
 	}
 	pts := Figure{What: "forkline", Value: median(prates[0]), Unit: "queries/s", Rounds: prates[0]}
-	b := Row{ID: "5b", Scenario: fmt.Sprintf("coverage point queries on a %s-event fold", thousands(int64(h.n))),
+	b := Row{ID: "5b", Scenario: fmt.Sprintf("coverage point queries on a %s-event fold", humanize.Comma(int64(h.n))),
 		Bench: fmt.Sprintf("CoveragePoint/events=%d", h.n), Forkline: pts, Target: "≥ 1M queries/s", Load: pload,
 		Note: "Fold.Point at uniformly random seqs (fixed seed); an absolute target, no baseline."}
 	met := pts.Value >= 1e6

@@ -1,6 +1,8 @@
 package benchmarks
 
 import (
+	"github.com/dustin/go-humanize"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -150,7 +152,7 @@ func runDirfs(e *env) ([]Row, error) {
 	capture := Figure{What: "forkline", Value: median(ms(rates[0])), Unit: "ms", Rounds: ms(rates[0])}
 	restore := Figure{What: "forkline", Value: median(ms(rates[1])), Unit: "ms", Rounds: ms(rates[1])}
 	full := Figure{What: "full copy, os.CopyFS", Value: median(ms(rates[2])), Unit: "ms", Rounds: ms(rates[2])}
-	files := thousands(int64(w.n))
+	files := humanize.Comma(int64(w.n))
 	a := rowOf("6a", fmt.Sprintf("dirfs capture, 1 of %s files changed, vs a full copy", files), fmt.Sprintf("Dirfs/files=%d/op=capture", w.n),
 		capture, full, div, "time capture/copy", "≤ 0.1", atMost(0.1), load)
 	a.Note = "An incremental, durable checkpoint (the changed blob, the manifest and their directories fsynced); the copy is not synced at all."

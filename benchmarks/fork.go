@@ -1,6 +1,8 @@
 package benchmarks
 
 import (
+	"github.com/dustin/go-humanize"
+
 	"context"
 	"fmt"
 	"path/filepath"
@@ -142,10 +144,10 @@ func runFork(e *env) ([]Row, error) {
 	atNear := Figure{What: fmt.Sprintf("forkline at seq %d", near), Value: median(us(rates[0])), Unit: "µs", Rounds: us(rates[0])}
 	atFar := Figure{What: "forkline", Value: median(us(rates[1])), Unit: "µs", Rounds: us(rates[1])}
 	cp := Figure{What: "copying the prefix, raw Pebble", Value: median(us(rates[2])), Unit: "µs", Rounds: us(rates[2])}
-	a := rowOf("4a", fmt.Sprintf("Fork at seq %s vs at seq %d", thousands(int64(far)), near), fmt.Sprintf("Fork/method=index/at=%d", far),
+	a := rowOf("4a", fmt.Sprintf("Fork at seq %s vs at seq %d", humanize.Comma(int64(far)), near), fmt.Sprintf("Fork/method=index/at=%d", far),
 		atFar, atNear, div, "time far/near", "≤ 2", atMost(2), load)
 	a.Note = "Latency of one fork (plan from the checkpoint index + one synced write) of a coder-agent history with a workspace resource."
-	b := rowOf("4b", fmt.Sprintf("Fork at seq %s vs copying the prefix", thousands(int64(far))), fmt.Sprintf("Fork/method=copy/at=%d", far),
+	b := rowOf("4b", fmt.Sprintf("Fork at seq %s vs copying the prefix", humanize.Comma(int64(far))), fmt.Sprintf("Fork/method=copy/at=%d", far),
 		atFar, cp, inv, "copy time/fork time", "", nil, load)
 	b.Note = "The copy is the cheapest possible one: raw Pebble key-value copies of the records in large batches, one sync at the end; an engine copying through its event API pays more."
 	return []Row{a, b}, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/dustin/go-humanize"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pgstore"
@@ -190,7 +191,7 @@ func runPostgres(e *env) ([]Row, error) {
 	}
 	atNear := Figure{What: fmt.Sprintf("forkline on Postgres at seq %d", near), Value: median(us(rates[0])), Unit: "µs", Rounds: us(rates[0])}
 	atFar := Figure{What: "forkline on Postgres", Value: median(us(rates[1])), Unit: "µs", Rounds: us(rates[1])}
-	row := rowOf("8c", fmt.Sprintf("Postgres Fork at seq %s vs at seq %d", thousands(int64(far)), near), fmt.Sprintf("PostgresFork/at=%d", far),
+	row := rowOf("8c", fmt.Sprintf("Postgres Fork at seq %s vs at seq %d", humanize.Comma(int64(far)), near), fmt.Sprintf("PostgresFork/at=%d", far),
 		atFar, atNear, div, "time far/near", "≤ 2", atMost(2), load)
 	row.Note = "Latency of one fork (plan from the checkpoint index, a skip scan of the resource keys; one synced transaction writing the fork's row, fork.created and its index rows) of a coder-agent history with a workspace resource."
 	return append(rows, row), nil

@@ -1,6 +1,8 @@
 package benchmarks
 
 import (
+	"github.com/dustin/go-humanize"
+
 	"context"
 	"fmt"
 	"io"
@@ -181,7 +183,7 @@ func runReplay(e *env) ([]Row, error) {
 	perStep := float64(rk.head) / float64(rk.steps) // events per step
 	fl := Figure{What: "forkline", Value: median(rates[0]) / perStep, Unit: "steps/s", Rounds: scaled(rates[0], 1/perStep)}
 	base := Figure{What: "raw Pebble scan + msgpack decode", Value: median(rates[1]) / perStep, Unit: "steps/s", Rounds: scaled(rates[1], 1/perStep)}
-	row := rowOf("3", fmt.Sprintf("replay: Run of %s recorded steps", thousands(int64(rk.steps))),
+	row := rowOf("3", fmt.Sprintf("replay: Run of %s recorded steps", humanize.Comma(int64(rk.steps))),
 		fmt.Sprintf("Replay/steps=%d/system=forkline", rk.steps), fl, base, div, "forkline/decode", "≥ 0.5", atLeast(0.5), load)
 	row.Note = fmt.Sprintf("A step is two events (step.started, step.succeeded); %s events/s replayed vs %s events/s decoded. %.1f allocations per replayed step.",
 		humanNumber(median(rates[0])), humanNumber(median(rates[1])), float64(mallocs)/float64(max(steps, 1)))
@@ -339,7 +341,7 @@ func runMemory(e *env) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.logf("   %d events: peak %s B, at the end %s B, folds %s B", m.events, thousands(int64(m.peak)), thousands(int64(m.end)), thousands(int64(m.fold)))
+		e.logf("   %d events: peak %s B, at the end %s B, folds %s B", m.events, humanize.Comma(int64(m.peak)), humanize.Comma(int64(m.end)), humanize.Comma(int64(m.fold)))
 		figs = append(figs, m)
 	}
 	small, large := figs[0], figs[1]
@@ -352,7 +354,7 @@ func runMemory(e *env) ([]Row, error) {
 	// lineage grows ten-fold — at most twice the small figure, with 16 MiB
 	// of slack for the store's caches.
 	flat := large.extra() <= 2*small.extra()+16<<20
-	row := rowOf("3m", fmt.Sprintf("peak heap replaying %s events", thousands(int64(large.events))),
+	row := rowOf("3m", fmt.Sprintf("peak heap replaying %s events", humanize.Comma(int64(large.events))),
 		fmt.Sprintf("ReplayMemory/events=%d", large.events), fl, base, div, "peak/folds",
 		"beyond the folds: flat in N", nil, load)
 	row.Met = &flat
@@ -360,7 +362,7 @@ func runMemory(e *env) ([]Row, error) {
 	r := fl.Value / base.Value
 	row.Ratio, row.RatioRounds = &r, nil
 	row.Note = fmt.Sprintf("Peak live heap %s MB at %s events and %s MB at %s events (when the handler returned: %s MB and %s MB); the folds hold %s MB and %s MB; beyond them Run held %s MB and %s MB at the peak (%.0f and %.0f B/event). Rounds list the small size, then the large.",
-		mb(small.peak), thousands(int64(small.events)), mb(large.peak), thousands(int64(large.events)), mb(small.end), mb(large.end),
+		mb(small.peak), humanize.Comma(int64(small.events)), mb(large.peak), humanize.Comma(int64(large.events)), mb(small.end), mb(large.end),
 		mb(small.fold), mb(large.fold), mb(small.extra()), mb(large.extra()),
 		perEvent(small.extra(), small.events), perEvent(large.extra(), large.events))
 	return []Row{row}, nil

@@ -1,6 +1,8 @@
 package benchmarks
 
 import (
+	"github.com/dustin/go-humanize"
+
 	"bufio"
 	"encoding/json"
 	"fmt"
@@ -177,7 +179,7 @@ func humanNumber(x float64) string {
 	case ax >= 1e6:
 		return strconv.FormatFloat(x/1e6, 'f', 2, 64) + "M"
 	case ax >= 1000:
-		return thousands(int64(math.Round(x)))
+		return humanize.Comma(int64(math.Round(x)))
 	case ax >= 100:
 		return strconv.FormatFloat(x, 'f', 0, 64)
 	case ax >= 10:
@@ -189,23 +191,6 @@ func humanNumber(x float64) string {
 	default:
 		return strconv.FormatFloat(x, 'g', 2, 64)
 	}
-}
-
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // ratioText formats a ratio: 0.94, 12.3×-style magnitudes keep three digits.
@@ -273,8 +258,8 @@ func (r *Report) Markdown() string {
 	}
 	s := r.Sizes
 	fmt.Fprintf(&b, "\n## Settings\n\nSizes: %s recorded steps replayed (3); %s and %s events for the memory comparison (3m); a %s-event coder-agent history for forks and coverage (4, 5), forked at seq %d and at its last event; %s files in the dirfs workspace (6); workflows of %d durable steps, 1 and %d at a time (7); %d writers in the wide append (1).\n\n",
-		thousands(int64(s.ReplaySteps)), thousands(int64(s.MemorySmall)), thousands(int64(s.MemoryEvents)), thousands(int64(s.HistoryEvents)),
-		s.ForkNear, thousands(int64(s.Files)), s.PeerSteps, s.PeerConcurrent, s.AppendWriters)
+		humanize.Comma(int64(s.ReplaySteps)), humanize.Comma(int64(s.MemorySmall)), humanize.Comma(int64(s.MemoryEvents)), humanize.Comma(int64(s.HistoryEvents)),
+		s.ForkNear, humanize.Comma(int64(s.Files)), s.PeerSteps, s.PeerConcurrent, s.AppendWriters)
 	b.WriteString("Reproduce with `go run ./benchmarks/cmd/bench` (full, seven to ten minutes) or `go run ./benchmarks/cmd/bench -short` (CI sizes, seconds). The Go benchmarks named in the notes measure the same operations: `go test -run '^$' -bench . ./benchmarks/`. benchmarks/README.md explains the scenarios and every missed target.\n")
 	return b.String()
 }

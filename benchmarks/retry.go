@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"fmt"
+	"github.com/dustin/go-humanize"
 	"path/filepath"
 )
 
@@ -45,7 +46,7 @@ func runReplayRetried(e *env) ([]Row, error) {
 	rr, pr := scaled(rates[0], 1/perStep(retried)), scaled(rates[1], 1/perStep(plain))
 	fl := Figure{What: "forkline, every step retried once", Value: median(rr), Unit: "steps/s", Rounds: rr}
 	base := Figure{What: "forkline, no retries", Value: median(pr), Unit: "steps/s", Rounds: pr}
-	row := rowOf("3r", fmt.Sprintf("replay: Run of %s retried-then-succeeded steps vs %s plain ones", thousands(retryReplaySteps), thousands(retryReplaySteps)),
+	row := rowOf("3r", fmt.Sprintf("replay: Run of %s retried-then-succeeded steps vs %s plain ones", humanize.Comma(int64(retryReplaySteps)), humanize.Comma(int64(retryReplaySteps))),
 		"ReplayRetried/steps=1000/retries=1", fl, base, div, "retried/plain", "0.8–1.2", within(0.8, 1.2), load)
 	row.Note = fmt.Sprintf("A retried step is four events (step.started, step.failed{RetryAt}, step.started, step.succeeded), a plain one two; %s vs %s events/s replayed. Each Run also syncs its dispatch.started and execution.completed. The Go benchmark is sdk's BenchmarkReplayRetried (go test -run '^$' -bench ReplayRetried ./sdk).",
 		humanNumber(median(rates[0])), humanNumber(median(rates[1])))

@@ -68,4 +68,13 @@
 // and step.abandoned land the attempt, and the kinds without a body
 // (timers, approvals, requests, markers, parking, divergence) change no
 // resource.
+//
+// # Events read by people
+//
+// Every payload field carries a json tag with the name of its msgpack tag
+// (the tags do not change the record format: the codec reads only msgpack
+// tags). Payloads and [Event] marshal to JSON with recorded values shown as
+// JSON, not base64 ([JSONValue], [PayloadFields]). [Summary] is the
+// one-line text of an event that the forkline command prints; [Steps]
+// gives the same text with each step named by its kind and target.
 package eventlog

@@ -99,214 +99,214 @@ func (r ParkReason) needsWake() bool { return r == ParkTimer || r == ParkRetry }
 
 // ExecutionCreated is the first event of every root execution.
 type ExecutionCreated struct {
-	Agent string `msgpack:"agent"`
-	Input []byte `msgpack:"input,omitempty"` // encoded by the SDK
+	Agent string `msgpack:"agent" json:"agent"`
+	Input []byte `msgpack:"input,omitempty" json:"input"` // encoded by the SDK
 	// Deadline is when the kernel cancels the handler and fails the
 	// execution with Code deadline; zero for none (format 2).
-	Deadline time.Time `msgpack:"deadline,omitempty"`
+	Deadline time.Time `msgpack:"deadline,omitempty" json:"deadline"`
 	// Key is the idempotency key of sdk.WithKey; "" for none (format 2).
-	Key string `msgpack:"key,omitempty"`
+	Key string `msgpack:"key,omitempty" json:"key"`
 }
 
 // DispatchStarted is written by each Run that begins executing the handler.
 type DispatchStarted struct {
-	Dispatch uint64 `msgpack:"dispatch"` // 1-based, counted over the whole lineage
+	Dispatch uint64 `msgpack:"dispatch" json:"dispatch"` // 1-based, counted over the whole lineage
 	// Owner and Epoch name the lease the dispatch runs under (DESIGN §11);
 	// "" and 0 when the store keeps no leases (format 2).
-	Owner string `msgpack:"owner,omitempty"`
-	Epoch uint64 `msgpack:"epoch,omitempty"`
+	Owner string `msgpack:"owner,omitempty" json:"owner"`
+	Epoch uint64 `msgpack:"epoch,omitempty" json:"epoch"`
 }
 
 // StepStarted is written before a live tool call, local step or LLM call runs.
 type StepStarted struct {
-	StepID      string      `msgpack:"step_id"`
-	StepKind    StepKind    `msgpack:"step_kind"`
-	Target      string      `msgpack:"target"`
-	Args        []byte      `msgpack:"args,omitempty"`      // canonical encoding
-	Resources   []string    `msgpack:"resources,omitempty"` // keys the call affects
-	Idempotency Idempotency `msgpack:"idempotency"`
-	Attempt     uint32      `msgpack:"attempt"` // 1 for the first run
+	StepID      string      `msgpack:"step_id" json:"step_id"`
+	StepKind    StepKind    `msgpack:"step_kind" json:"step_kind"`
+	Target      string      `msgpack:"target" json:"target"`
+	Args        []byte      `msgpack:"args,omitempty" json:"args"`           // canonical encoding
+	Resources   []string    `msgpack:"resources,omitempty" json:"resources"` // keys the call affects
+	Idempotency Idempotency `msgpack:"idempotency" json:"idempotency"`
+	Attempt     uint32      `msgpack:"attempt" json:"attempt"` // 1 for the first run
 }
 
 // StepSucceeded records the value a step returned.
 type StepSucceeded struct {
-	StepID string `msgpack:"step_id"`
-	Result []byte `msgpack:"result,omitempty"` // encoded by the SDK
+	StepID string `msgpack:"step_id" json:"step_id"`
+	Result []byte `msgpack:"result,omitempty" json:"result"` // encoded by the SDK
 }
 
 // StepFailed records the error a step returned, or an orphaned at_most_once
 // step resolved as indeterminate on a later dispatch.
 type StepFailed struct {
-	StepID        string `msgpack:"step_id"`
-	Error         string `msgpack:"error"`
-	Indeterminate bool   `msgpack:"indeterminate,omitempty"`
+	StepID        string `msgpack:"step_id" json:"step_id"`
+	Error         string `msgpack:"error" json:"error"`
+	Indeterminate bool   `msgpack:"indeterminate,omitempty" json:"indeterminate"`
 	// RetryAt, when set, says the attempt failed and the step runs again
 	// (Attempt+1) at that time: the attempt has ended, the step is not
 	// terminal. The final failure has none (format 2).
-	RetryAt time.Time `msgpack:"retry_at,omitempty"`
+	RetryAt time.Time `msgpack:"retry_at,omitempty" json:"retry_at"`
 }
 
 // StepCancelled records that a step's context was cancelled after it started.
 type StepCancelled struct {
-	StepID string `msgpack:"step_id"`
+	StepID string `msgpack:"step_id" json:"step_id"`
 }
 
 // StepDenied records that the gate refused a call; it never ran.
 type StepDenied struct {
-	StepID   string   `msgpack:"step_id"`
-	StepKind StepKind `msgpack:"step_kind"`
-	Target   string   `msgpack:"target"`
-	Reason   string   `msgpack:"reason"`
+	StepID   string   `msgpack:"step_id" json:"step_id"`
+	StepKind StepKind `msgpack:"step_kind" json:"step_kind"`
+	Target   string   `msgpack:"target" json:"target"`
+	Reason   string   `msgpack:"reason" json:"reason"`
 }
 
 // ResourceBound records that an execution created its own resource for Key,
 // from checkpoint From or ("") the initial environment, with its policy.
 type ResourceBound struct {
-	Key           string          `msgpack:"key"`
-	DriverID      string          `msgpack:"driver_id"`
-	Configuration json.RawMessage `msgpack:"configuration,omitempty"` // JSON, no credentials
-	Binding       json.RawMessage `msgpack:"binding"`                 // JSON
-	From          string          `msgpack:"from,omitempty"`
-	EverySteps    int             `msgpack:"every_steps"`
-	OnCompletion  bool            `msgpack:"on_completion"`
-	CoverageReuse bool            `msgpack:"coverage_reuse,omitempty"`
+	Key           string          `msgpack:"key" json:"key"`
+	DriverID      string          `msgpack:"driver_id" json:"driver_id"`
+	Configuration json.RawMessage `msgpack:"configuration,omitempty" json:"configuration"` // JSON, no credentials
+	Binding       json.RawMessage `msgpack:"binding" json:"binding"`                       // JSON
+	From          string          `msgpack:"from,omitempty" json:"from"`
+	EverySteps    int             `msgpack:"every_steps" json:"every_steps"`
+	OnCompletion  bool            `msgpack:"on_completion" json:"on_completion"`
+	CoverageReuse bool            `msgpack:"coverage_reuse,omitempty" json:"coverage_reuse"`
 }
 
 // ResourceCaptured records a checkpoint of Key's resource at Generation.
 type ResourceCaptured struct {
-	Key        string        `msgpack:"key"`
-	Ref        string        `msgpack:"ref"`
-	Generation uint64        `msgpack:"generation"`
-	Reason     CaptureReason `msgpack:"reason"`
+	Key        string        `msgpack:"key" json:"key"`
+	Ref        string        `msgpack:"ref" json:"ref"`
+	Generation uint64        `msgpack:"generation" json:"generation"`
+	Reason     CaptureReason `msgpack:"reason" json:"reason"`
 }
 
 // ResourceCaptureFailed records that a due checkpoint failed.
 type ResourceCaptureFailed struct {
-	Key    string        `msgpack:"key"`
-	Reason CaptureReason `msgpack:"reason"`
-	Error  string        `msgpack:"error"`
+	Key    string        `msgpack:"key" json:"key"`
+	Reason CaptureReason `msgpack:"reason" json:"reason"`
+	Error  string        `msgpack:"error" json:"error"`
 }
 
 // ExecutionCompleted records the handler's output.
 type ExecutionCompleted struct {
-	Output []byte `msgpack:"output,omitempty"` // encoded by the SDK
+	Output []byte `msgpack:"output,omitempty" json:"output"` // encoded by the SDK
 }
 
 // ExecutionFailed records why an execution failed.
 type ExecutionFailed struct {
-	Error string      `msgpack:"error"`
-	Code  FailureCode `msgpack:"code"`
+	Error string      `msgpack:"error" json:"error"`
+	Code  FailureCode `msgpack:"code" json:"code"`
 }
 
 // ForkCreated is the first own event of a fork: the fork replays its parent's
 // events 1..At and restores each resource from its selection.
 type ForkCreated struct {
-	Parent     ID              `msgpack:"parent"`
-	At         uint64          `msgpack:"at"`
-	Selections []ForkSelection `msgpack:"selections,omitempty"`
+	Parent     ID              `msgpack:"parent" json:"parent"`
+	At         uint64          `msgpack:"at" json:"at"`
+	Selections []ForkSelection `msgpack:"selections,omitempty" json:"selections"`
 	// Input, when set, is the fork's new handler input (sdk.WithInput,
 	// format 2).
-	Input []byte `msgpack:"input,omitempty"`
+	Input []byte `msgpack:"input,omitempty" json:"input"`
 	// Overrides are results the fork replays instead of the recorded ones
 	// (sdk.WithResult), sorted by unique StepID (format 2).
-	Overrides []StepOverride `msgpack:"overrides,omitempty"`
+	Overrides []StepOverride `msgpack:"overrides,omitempty" json:"overrides"`
 	// Deadline is the fork's own deadline; a fork never inherits its
 	// parent's (format 2).
-	Deadline time.Time `msgpack:"deadline,omitempty"`
+	Deadline time.Time `msgpack:"deadline,omitempty" json:"deadline"`
 }
 
 // StepOverride is a result a fork replays for one step instead of the
 // recorded one (DESIGN §12).
 type StepOverride struct {
-	StepID string `msgpack:"step_id"`
-	Result []byte `msgpack:"result,omitempty"` // encoded by the SDK
+	StepID string `msgpack:"step_id" json:"step_id"`
+	Result []byte `msgpack:"result,omitempty" json:"result"` // encoded by the SDK
 }
 
 // CancelRequested records a request to cancel the execution (DESIGN §9):
 // the owner cancels its handler's context and the execution ends
 // execution.cancelled.
 type CancelRequested struct {
-	Reason string `msgpack:"reason,omitempty"`
-	By     string `msgpack:"by,omitempty"` // who asked: a user, a parent execution, …
+	Reason string `msgpack:"reason,omitempty" json:"reason"`
+	By     string `msgpack:"by,omitempty" json:"by"` // who asked: a user, a parent execution, …
 }
 
 // ExecutionCancelled records that the execution was cancelled: a terminal
 // event like execution.failed, with no completion capture before it.
 type ExecutionCancelled struct {
-	Reason string `msgpack:"reason,omitempty"`
+	Reason string `msgpack:"reason,omitempty" json:"reason"`
 }
 
 // DispatchParked records that the dispatch stopped to wait (DESIGN §10):
 // the execution is waiting until WakeAt or the awaited request.
 type DispatchParked struct {
-	WakeAt time.Time  `msgpack:"wake_at,omitempty"`
-	Reason ParkReason `msgpack:"reason"`
+	WakeAt time.Time  `msgpack:"wake_at,omitempty" json:"wake_at"`
+	Reason ParkReason `msgpack:"reason" json:"reason"`
 }
 
 // TimerStarted records a durable sleep until WakeAt (sdk.Sleep). TimerID is
 // a StepID-like identity: kind timer, the duration, the occurrence.
 type TimerStarted struct {
-	TimerID string    `msgpack:"timer_id"`
-	WakeAt  time.Time `msgpack:"wake_at"`
+	TimerID string    `msgpack:"timer_id" json:"timer_id"`
+	WakeAt  time.Time `msgpack:"wake_at" json:"wake_at"`
 }
 
 // TimerFired records that a timer's sleep ended.
 type TimerFired struct {
-	TimerID string `msgpack:"timer_id"`
+	TimerID string `msgpack:"timer_id" json:"timer_id"`
 }
 
 // ApprovalRequested records that the gate asked for an approval of a call
 // before it runs (DESIGN §12).
 type ApprovalRequested struct {
-	StepID   string   `msgpack:"step_id"`
-	StepKind StepKind `msgpack:"step_kind"`
-	Target   string   `msgpack:"target"`
-	Args     []byte   `msgpack:"args,omitempty"` // canonical encoding
-	Reason   string   `msgpack:"reason,omitempty"`
+	StepID   string   `msgpack:"step_id" json:"step_id"`
+	StepKind StepKind `msgpack:"step_kind" json:"step_kind"`
+	Target   string   `msgpack:"target" json:"target"`
+	Args     []byte   `msgpack:"args,omitempty" json:"args"` // canonical encoding
+	Reason   string   `msgpack:"reason,omitempty" json:"reason"`
 }
 
 // ApprovalGranted records that a requested approval was granted: the step
 // then runs live.
 type ApprovalGranted struct {
-	StepID string `msgpack:"step_id"`
-	By     string `msgpack:"by,omitempty"`
-	Note   string `msgpack:"note,omitempty"`
+	StepID string `msgpack:"step_id" json:"step_id"`
+	By     string `msgpack:"by,omitempty" json:"by"`
+	Note   string `msgpack:"note,omitempty" json:"note"`
 }
 
 // ApprovalRejected records that a requested approval was refused: the step
 // returns ErrDenied.
 type ApprovalRejected struct {
-	StepID string `msgpack:"step_id"`
-	By     string `msgpack:"by,omitempty"`
-	Note   string `msgpack:"note,omitempty"`
+	StepID string `msgpack:"step_id" json:"step_id"`
+	By     string `msgpack:"by,omitempty" json:"by"`
+	Note   string `msgpack:"note,omitempty" json:"note"`
 }
 
 // MarkerRecorded records a named marker at its position (sdk.Patched).
 type MarkerRecorded struct {
-	Name string `msgpack:"name"`
+	Name string `msgpack:"name" json:"name"`
 }
 
 // StepAbandoned records that a step started on an earlier dispatch was not
 // reached again by a dispatch that completed (DESIGN §15): the attempt
 // lands.
 type StepAbandoned struct {
-	StepID string `msgpack:"step_id"`
+	StepID string `msgpack:"step_id" json:"step_id"`
 }
 
 // ForkDiverged records that a fork with a new input ran a live call while
 // recorded steps of its prefix (Unconsumed, their StepIDs) were not
 // consumed (DESIGN §12).
 type ForkDiverged struct {
-	Unconsumed []string `msgpack:"unconsumed"`
+	Unconsumed []string `msgpack:"unconsumed" json:"unconsumed"`
 }
 
 // ForkSelection is what a fork restores one resource from (DESIGN §5).
 type ForkSelection struct {
-	Key        string `msgpack:"key"`
-	Ref        string `msgpack:"ref,omitempty"` // "" = initial environment
-	CapturedAt uint64 `msgpack:"captured_at,omitempty"`
-	Generation uint64 `msgpack:"generation"`
-	Covered    bool   `msgpack:"covered,omitempty"`
+	Key        string `msgpack:"key" json:"key"`
+	Ref        string `msgpack:"ref,omitempty" json:"ref"` // "" = initial environment
+	CapturedAt uint64 `msgpack:"captured_at,omitempty" json:"captured_at"`
+	Generation uint64 `msgpack:"generation" json:"generation"`
+	Covered    bool   `msgpack:"covered,omitempty" json:"covered"`
 }
 
 // Kind implements Payload.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/replay"
@@ -162,6 +164,7 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 		d.dead = fmt.Errorf("sdk: execution %s: append at seq %d: %w", d.id, head+1, err)
 		return d.dead
 	}
+	d.k.appends.appended()
 	for _, ev := range events {
 		if err := d.apply(ev); err != nil {
 			d.dead = fmt.Errorf("sdk: execution %s: fold seq %d: %w", d.id, ev.Seq, err)
@@ -496,6 +499,10 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 	attempt := uint32(1)
 	if seen {
 		switch rec.Status {
+		case replay.StepSucceeded, replay.StepFailed, replay.StepDenied:
+			d.k.tel.replayed(c.kind)
+		}
+		switch rec.Status {
 		case replay.StepSucceeded:
 			return rec.Result, nil
 		case replay.StepFailed:
@@ -523,6 +530,7 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+			d.k.tel.stepEnded(nil, c.kind, "denied", nil)
 			return nil, &DeniedError{Target: c.target, Reason: dec.Reason}
 		}
 	}
@@ -568,6 +576,7 @@ func (d *dispatch) resolveIndeterminateMsg(stepID string, c call, msg string) er
 	if err := d.appendLocked(false, payloads...); err != nil {
 		return err
 	}
+	d.k.tel.stepEnded(nil, c.kind, "indeterminate", nil)
 	return &StepError{StepID: stepID, Target: c.target, Message: msg, Indeterminate: true}
 }
 
@@ -600,6 +609,9 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	if err != nil {
 		return nil, time.Time{}, err
 	}
+	ctx, span := d.k.tel.startStep(ctx, d.id, started)
+	outcome, serr := "succeeded", error(nil)
+	defer func() { d.k.tel.stepEnded(span, c.kind, outcome, serr) }()
 
 	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID)})
 	bctx, endTimeout := withTimeout(bctx, c.timeout)
@@ -611,6 +623,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.parkUntilLocked(pe.reason, time.Time{})
+		outcome = "parked"
 		return nil, time.Time{}, fmt.Errorf("sdk: %s %q: %w", c.kind, c.target, berr)
 	}
 
@@ -629,9 +642,16 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	defer d.mu.Unlock()
 	payloads := append([]eventlog.Payload{terminal}, d.dueCapturesLocked(stepID, c)...)
 	if err := d.appendLocked(false, payloads...); err != nil {
+		outcome, serr = "unrecorded", err
 		return nil, time.Time{}, err
 	}
 	d.logCaptures(payloads[1:])
+	switch terminal.(type) {
+	case *eventlog.StepFailed:
+		outcome, serr = "failed", berr
+	case *eventlog.StepCancelled:
+		outcome, serr = "cancelled", berr
+	}
 	switch {
 	case panicked:
 		d.failLocked(eventlog.FailPanic, berr)
@@ -680,7 +700,7 @@ func (d *dispatch) dueCapturesLocked(stepID string, c call) []eventlog.Payload {
 		if !ok || slices.ContainsFunc(st.InFlight, func(s string) bool { return s != stepID }) {
 			continue
 		}
-		out = append(out, resource.Capture(d.ctx, b.driver, b.handle, key, st.Generation, eventlog.CaptureSteps))
+		out = append(out, d.k.capture(d.ctx, d.id, b.driver, b.handle, key, st.Generation, eventlog.CaptureSteps))
 	}
 	return out
 }
@@ -743,7 +763,12 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 		from, reuse = sel.Ref, rec.CoverageReuse
 		pol = policy.Checkpoints{EverySteps: rec.EverySteps, OnCompletion: rec.OnCompletion}
 	}
-	h, ev, err := resource.Bind(ctx, drv, key, from, pol, reuse)
+	rctx, span := ctx, trace.Span(nil)
+	if from != "" {
+		rctx, span = d.k.tel.startRestore(ctx, d.id, key, from)
+	}
+	h, ev, err := resource.Bind(rctx, drv, key, from, pol, reuse)
+	endSpan(span, err)
 	if err != nil {
 		return nil, d.resourceError(err)
 	}
@@ -756,7 +781,7 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 		if st, ok := d.cov.State(key); ok {
 			gen = st.Generation + 1
 		}
-		payloads = append(payloads, resource.Capture(d.ctx, drv, h, key, gen, eventlog.CaptureBaseline))
+		payloads = append(payloads, d.k.capture(d.ctx, d.id, drv, h, key, gen, eventlog.CaptureBaseline))
 	}
 	if err := d.appendLocked(false, payloads...); err != nil {
 		return nil, err

@@ -44,6 +44,10 @@ type Kernel struct {
 	// wake is signalled (without blocking) when work may be waiting for
 	// Serve: a Start, a Cancel, an ended Run.
 	wake chan struct{}
+	// appends wakes Watch when a dispatch appended (watch.go).
+	appends appendSignal
+	// tel is the OpenTelemetry instruments (otel.go).
+	tel telemetry
 
 	mu struct {
 		sync.Mutex
@@ -270,7 +274,12 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 	if !ok {
 		return nil, fmt.Errorf("%w: execution %s is of agent %q, which is not registered", ErrInvalid, id, d.state.Agent)
 	}
+	if d.state.Status == replay.StatusRunning {
+		k.tel.tookOver(ctx) // the previous dispatch never ended
+	}
+	ctx, span := k.tel.startDispatch(ctx, id, d.state.Agent)
 	res, err := d.run(ctx, h)
+	endSpan(span, err)
 	k.logEnd(d, err)
 	return res, err
 }
@@ -405,6 +414,9 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 // selection on first use. Run it with Run.
 func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64) (eventlog.ID, error) {
 	fid, _, err := fork.Create(ctx, k.log, id, at, k.now())
+	if err == nil {
+		k.tel.forked(ctx)
+	}
 	return fid, err
 }
 

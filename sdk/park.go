@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
-	"github.com/forkline/forkline/resource"
 )
 
 // parkUntilLocked parks the dispatch (DESIGN §10): every later call
@@ -49,7 +48,7 @@ func (d *dispatch) uncoveredCapturesLocked(want func(*bound) bool) []eventlog.Pa
 		if !ok || len(st.InFlight) > 0 {
 			continue // a capture is only taken when nothing advancing R is in flight
 		}
-		out = append(out, resource.Capture(d.ctx, b.driver, b.handle, key, st.Generation, eventlog.CaptureCompletion))
+		out = append(out, d.k.capture(d.ctx, d.id, b.driver, b.handle, key, st.Generation, eventlog.CaptureCompletion))
 	}
 	return out
 }

@@ -10,12 +10,15 @@ import (
 	"fmt"
 	"github.com/forkline/forkline/sdk"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
@@ -508,7 +511,7 @@ func coderLineage(t testing.TB, writes, every int) *lineage {
 		if err := l.cov.Apply(ev); err != nil {
 			t.Fatal(err)
 		}
-		l.steps.add(ev)
+		l.steps.Add(ev)
 		l.events = append(l.events, ev)
 	}
 	capture := func(reason eventlog.CaptureReason) {
@@ -537,11 +540,6 @@ func coderLineage(t testing.TB, writes, every int) *lineage {
 	return l
 }
 
-// longLineage is a coder-like lineage of about n events.
-func longLineage(t testing.TB, n int) *lineage {
-	return coderLineage(t, (n-6)*5/11, 5)
-}
-
 // TestPickForkPoints: the demo forks at the capture after the fifth write
 // (covered) and at the outcome of the next write (uncovered); with fewer
 // writes than the policy's five, at the completion capture and at the
@@ -564,37 +562,6 @@ func TestPickForkPoints(t *testing.T) {
 		if err != nil || cov != c.covered || unc != c.uncovered {
 			t.Errorf("%d writes: picked covered %d, uncovered %d (%v); want %d and %d", c.writes, cov, unc, err, c.covered, c.uncovered)
 		}
-	}
-}
-
-// TestTimelineScales: a long lineage gets a wider picture, not a cramped
-// one, with one circle per event and seq labels that do not collide.
-func TestTimelineScales(t *testing.T) {
-	var widths []int
-	for _, n := range []int{30, 100, 1000} {
-		l := longLineage(t, n)
-		page, err := timelineData(l, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Events) != len(l.events) {
-			t.Fatalf("%d events: %d circles", len(l.events), len(page.Events))
-		}
-		if gap := page.Events[1].X - page.Events[0].X; gap < 6 {
-			t.Fatalf("%d events drawn %.1f px apart; want at least 6", len(l.events), gap)
-		}
-		for k := 1; k < len(page.SeqLabels); k++ {
-			if d := page.SeqLabels[k].X - page.SeqLabels[k-1].X; d < 24 {
-				t.Fatalf("%d events: seq labels %s and %s are %.1f px apart", len(l.events), page.SeqLabels[k-1].Text, page.SeqLabels[k].Text, d)
-			}
-		}
-		if want := len(l.events)/16 + 1; len(page.Lanes) != 1 || len(page.Lanes[0].Windows) < want {
-			t.Fatalf("%d events: lanes %+v; want one lane with at least %d windows", len(l.events), page.Lanes, want)
-		}
-		widths = append(widths, page.Width)
-	}
-	if !(widths[0] <= widths[1] && widths[1] < widths[2]) {
-		t.Fatalf("widths %v for 30, 100 and 1,000 events; want them to grow", widths)
 	}
 }
 
@@ -660,5 +627,45 @@ func TestTreeShowsChildren(t *testing.T) {
 		!strings.HasPrefix(lines[2], "├── "+fork.String()) || !strings.Contains(lines[3], "└─▸ ") ||
 		!strings.Contains(lines[3], "helper") || !strings.Contains(lines[3], " child ") {
 		t.Fatalf("tree:\n%s", stdout)
+	}
+}
+
+// TestServe: serve answers the executions page until interrupted, then
+// exits 0; an address it cannot listen on is bad input.
+func TestServe(t *testing.T) {
+	f := newFixture(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb bytes.Buffer
+	code := make(chan int, 1)
+	go func() { code <- runContext(ctx, []string{"--dir", f.dir, "serve", "--addr", addr}, &out, &errb) }()
+	var body string
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if i == 500 {
+			t.Fatalf("serve never answered: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(body, "forkline · executions") || !strings.Contains(body, f.ids["A"].String()) {
+		t.Fatalf("GET / =\n%s", body)
+	}
+	cancel()
+	if c := <-code; c != exitOK {
+		t.Fatalf("serve exited %d: %s", c, errb.String())
+	}
+	if _, stderr, c := runCLI(t, "--dir", f.dir, "serve", "--addr", "nonsense"); c != exitInput || !strings.Contains(stderr, `listen on "nonsense"`) {
+		t.Fatalf("serve --addr nonsense = %d %q", c, stderr)
 	}
 }

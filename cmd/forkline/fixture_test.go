@@ -316,7 +316,7 @@ func logFingerprint(t testing.TB, log eventlog.Log) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			data, _ := json.Marshal(fields(ev.Data))
+			data, _ := json.Marshal(eventlog.PayloadFields(ev.Data))
 			fmt.Fprintf(&b, "  %d %s %s %s\n", ev.Seq, ev.Time.UTC().Format(time.RFC3339Nano), ev.Kind(), data)
 		}
 	}

@@ -217,7 +217,7 @@ func readLineage(e *env, log eventlog.Log, info eventlog.Info, upTo uint64) (*li
 		if err := l.cov.Apply(ev); err != nil {
 			return nil, fmt.Errorf("execution %s: %w", info.ID, err)
 		}
-		l.steps.add(ev)
+		l.steps.Add(ev)
 		l.events = append(l.events, ev)
 		p.tick()
 	}
@@ -235,12 +235,12 @@ func header(info eventlog.Info, status string) string {
 
 // showJSON is show's --json output.
 type showJSON struct {
-	Execution string    `json:"execution"`
-	Seq       uint64    `json:"seq"`
-	Time      time.Time `json:"time"`
-	Kind      string    `json:"kind"`
-	Detail    string    `json:"detail"`
-	Data      fieldList `json:"data"`
+	Execution string          `json:"execution"`
+	Seq       uint64          `json:"seq"`
+	Time      time.Time       `json:"time"`
+	Kind      string          `json:"kind"`
+	Detail    string          `json:"detail"`
+	Data      eventlog.Fields `json:"data"`
 	// ResponseBody is the HTTP body of a recorded LLM response, decoded.
 	ResponseBody json.RawMessage `json:"response_body,omitempty"`
 	Coverage     *pointJSON      `json:"coverage"`
@@ -248,11 +248,11 @@ type showJSON struct {
 
 // eventJSON is one event in --json output.
 type eventJSON struct {
-	Seq    uint64    `json:"seq"`
-	Time   time.Time `json:"time"`
-	Kind   string    `json:"kind"`
-	Detail string    `json:"detail"`
-	Data   fieldList `json:"data"`
+	Seq    uint64          `json:"seq"`
+	Time   time.Time       `json:"time"`
+	Kind   string          `json:"kind"`
+	Detail string          `json:"detail"`
+	Data   eventlog.Fields `json:"data"`
 }
 
 func cmdEvents(e *env, idArg string) error {
@@ -269,7 +269,7 @@ func cmdEvents(e *env, idArg string) error {
 			out := make([]eventJSON, 0, len(l.events))
 			for _, ev := range l.events {
 				out = append(out, eventJSON{Seq: ev.Seq, Time: ev.Time.UTC(), Kind: ev.Kind().String(),
-					Detail: detail(ev, l.steps), Data: fields(ev.Data)})
+					Detail: detail(ev, l.steps), Data: eventlog.PayloadFields(ev.Data)})
 			}
 			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "events": out})
 		}
@@ -466,7 +466,7 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		if err != nil {
 			return err
 		}
-		data := fields(ev.Data)
+		data := eventlog.PayloadFields(ev.Data)
 		// A recorded LLM response holds the HTTP body base64-encoded; show it.
 		var body json.RawMessage
 		if ss, ok := ev.Data.(*eventlog.StepSucceeded); ok {
@@ -499,12 +499,12 @@ func cmdShow(e *env, idArg, seqArg string) error {
 }
 
 // writeFields writes a payload's fields one per line, JSON values indented.
-func writeFields(w io.Writer, fs fieldList, indent string) {
+func writeFields(w io.Writer, fs eventlog.Fields, indent string) {
 	fmt.Fprintln(w, "data:")
 	writeFieldsAt(w, fs, indent)
 }
 
-func writeFieldsAt(w io.Writer, fs fieldList, indent string) {
+func writeFieldsAt(w io.Writer, fs eventlog.Fields, indent string) {
 	for _, f := range fs {
 		switch v := f.Value.(type) {
 		case json.RawMessage:
@@ -514,7 +514,7 @@ func writeFieldsAt(w io.Writer, fs fieldList, indent string) {
 			} else {
 				fmt.Fprintf(w, "%s%s: %s\n", indent, f.Name, strings.TrimSpace(txt))
 			}
-		case []fieldList:
+		case []eventlog.Fields:
 			fmt.Fprintf(w, "%s%s: %d\n", indent, f.Name, len(v))
 			for i, sub := range v {
 				fmt.Fprintf(w, "%s  [%d]\n", indent, i)

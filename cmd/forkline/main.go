@@ -60,6 +60,9 @@ Commands:
   check --agent coder [DIR] replay every recorded execution of the coder agent
                             against the current code (read-only) and list
                             where they diverge; exit 1 if any does
+  serve [--addr HOST:PORT]  serve the web page of the executions (default
+                            127.0.0.1:7070): list, fork tree, live timelines,
+                            coverage, forking; until interrupted
 
 Flags (before or after the command):
   --dir DIR    data folder (default ./forkline-data): the event log lives in
@@ -128,6 +131,7 @@ type command struct {
 func commands() []*command {
 	var demoTask string
 	var htmlFile string
+	serveAddr := defaultAddr
 	var lsStatus, lsAgent, cancelReason, checkAgent string
 	var gcStatus, gcOlder string
 	var gcDry bool
@@ -183,6 +187,9 @@ func commands() []*command {
 				}
 				return cmdTimeline(e, pos[0], htmlFile)
 			}},
+		{name: "serve", args: "[--addr HOST:PORT]", short: "serve the web page of the executions",
+			flags: func(fs *flag.FlagSet) { fs.StringVar(&serveAddr, "addr", defaultAddr, "the address to listen on") },
+			run:   func(e *env, _ []string) error { return cmdServe(e, serveAddr) }},
 	}
 }
 

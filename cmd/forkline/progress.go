@@ -1,6 +1,8 @@
 package main
 
 import (
+	"golang.org/x/term"
+
 	"fmt"
 	"io"
 	"os"
@@ -52,6 +54,5 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return term.IsTerminal(int(f.Fd()))
 }

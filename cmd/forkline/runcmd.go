@@ -49,7 +49,7 @@ func cmdRun(e *env, idArg string) error {
 			out := map[string]any{"id": info.ID.String(), "model": m.Name, "scripted": m.scripted,
 				"status": after.status(), "head": after.info.Head, "appended": after.info.Head - info.Head}
 			if res != nil {
-				out["output"] = json.RawMessage(jsonValue(res.Output))
+				out["output"] = json.RawMessage(eventlog.JSONValue(res.Output))
 			}
 			if runErr != nil {
 				out["error"] = runErr.Error()
@@ -67,7 +67,7 @@ func cmdRun(e *env, idArg string) error {
 					info.ID, after.status(), after.info.Head, after.info.Head-info.Head, liveCalls(after, info.Head))
 			}
 			if res != nil {
-				fmt.Fprintf(e.stdout, "output: %s\n", valueText(res.Output, 100))
+				fmt.Fprintf(e.stdout, "output: %s\n", eventlog.ValueText(res.Output, 100))
 			}
 		}
 		if runErr != nil {

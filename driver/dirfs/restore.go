@@ -10,8 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/forkline/forkline/driver/internal/storefs"
 )
@@ -107,42 +108,32 @@ func (d *Driver) materialize(ctx context.Context, m manifest, dir string) error 
 // goroutines. It returns the first error; the other workers stop at their
 // next file.
 func (d *Driver) restoreFiles(ctx context.Context, files []*entry, dir string) error {
-	var (
-		next     atomic.Int64
-		failed   atomic.Bool
-		firstErr error
-		errOnce  sync.Once
-		wg       sync.WaitGroup
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		failed.Store(true)
-	}
-	workers := min(restoreWorkers, len(files))
-	for range workers {
-		wg.Go(func() {
-			buf := make([]byte, copyBufSize)
-			for !failed.Load() {
+	var next atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(restoreWorkers)
+	for range min(restoreWorkers, len(files)) {
+		g.Go(func() error {
+			buf := make([]byte, copyBufSize) // one per worker, not per file
+			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(files) {
-					return
+					return nil
 				}
-				if i%256 == 255 {
-					if err := ctx.Err(); err != nil {
-						fail(&Error{Op: "create", Err: err})
-						return
-					}
+				select {
+				case <-gctx.Done():
+					// Another worker failed (its error is the one
+					// returned) or ctx ended.
+					return &Error{Op: "create", Err: gctx.Err()}
+				default:
 				}
 				e := files[i]
 				if err := d.restoreFile(e, filepath.Join(dir, filepath.FromSlash(e.path)), buf); err != nil {
-					fail(&Error{Op: "create", Path: e.path, Err: err})
-					return
+					return &Error{Op: "create", Path: e.path, Err: err}
 				}
 			}
 		})
 	}
-	wg.Wait()
-	return firstErr
+	return g.Wait()
 }
 
 // restoreFile writes the blob of a file entry to the new file p. It clones

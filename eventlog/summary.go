@@ -1,0 +1,365 @@
+package eventlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Summary is the one-line text of an event that the forkline command
+// prints: the kind's key facts, recorded values shown as compact JSON (or
+// key=value pairs for an object of arguments), long text clipped with "…".
+// A terminal step event names its step by StepID; [Steps.Summary] names it
+// by kind and target when it has seen the step's step.started.
+func Summary(ev Event) string { return Steps(nil).Summary(ev) }
+
+// Steps remembers the step.started event of each step of a lineage, so that
+// the summary of a step's later events can say what the step was. The zero
+// value (nil) is usable for reading; Add needs a made map.
+type Steps map[string]*StepStarted
+
+// Add remembers ev if it is a step.started.
+func (s Steps) Add(ev Event) {
+	if p, ok := ev.Data.(*StepStarted); ok {
+		s[p.StepID] = p
+	}
+}
+
+// Name is how summaries name a step: "tool write_file" when its
+// step.started is known, "step 1a2b…" otherwise.
+func (s Steps) Name(stepID string) string {
+	if st := s[stepID]; st != nil {
+		return string(st.StepKind) + " " + st.Target
+	}
+	return "step " + clip(stepID, 12)
+}
+
+// Summary is [Summary] with the steps that s has seen named.
+func (s Steps) Summary(ev Event) string {
+	switch p := ev.Data.(type) {
+	case *ExecutionCreated:
+		t := p.Agent + " " + ValueText(p.Input, 60)
+		if p.Key != "" {
+			t += " key " + strconv.Quote(p.Key)
+		}
+		if !p.Deadline.IsZero() {
+			t += " deadline " + timeText(p.Deadline)
+		}
+		return t
+	case *DispatchStarted:
+		return fmt.Sprintf("dispatch %d", p.Dispatch)
+	case *StepStarted:
+		t := string(p.StepKind) + " " + p.Target
+		if p.StepKind == StepLLM {
+			var req llmRequest
+			if json.Unmarshal(p.Args, &req) == nil && len(req.Body.Messages) > 0 {
+				t += fmt.Sprintf(" (%d message%s)", len(req.Body.Messages), plural(len(req.Body.Messages)))
+			}
+		} else if len(p.Args) > 0 {
+			t += " " + ValueText(p.Args, 60)
+		}
+		if len(p.Resources) > 0 {
+			t += " affects " + strings.Join(p.Resources, ",")
+		}
+		if p.Idempotency == AtMostOnce {
+			t += " at_most_once"
+		}
+		if p.Attempt > 1 {
+			t += fmt.Sprintf(" attempt %d", p.Attempt)
+		}
+		return t
+	case *StepSucceeded:
+		if st := s[p.StepID]; st != nil && st.StepKind == StepLLM {
+			return s.Name(p.StepID) + " → " + llmResultText(p.Result)
+		}
+		return s.Name(p.StepID) + " → " + ValueText(p.Result, 50)
+	case *StepFailed:
+		t := s.Name(p.StepID) + ": " + clip(oneLine(p.Error), 60)
+		if p.Indeterminate {
+			t += " (indeterminate)"
+		}
+		if !p.RetryAt.IsZero() {
+			t += " (retry at " + timeText(p.RetryAt) + ")"
+		}
+		return t
+	case *StepCancelled:
+		return s.Name(p.StepID) + " cancelled"
+	case *StepDenied:
+		return string(p.StepKind) + " " + p.Target + " denied: " + clip(oneLine(p.Reason), 50)
+	case *ResourceBound:
+		from := "from the initial environment"
+		if p.From != "" {
+			from = "from " + ShortRef(p.From)
+		}
+		every := fmt.Sprintf("every %d steps", p.EverySteps)
+		if p.EverySteps == 1 {
+			every = "every step"
+		}
+		t := fmt.Sprintf("%s %s %s, %s", p.Key, p.DriverID, from, every)
+		if !p.OnCompletion {
+			t += ", no completion capture"
+		}
+		if p.CoverageReuse {
+			t += ", coverage reuse"
+		}
+		return t
+	case *ResourceCaptured:
+		return fmt.Sprintf("%s %s gen %d (%s)", p.Key, ShortRef(p.Ref), p.Generation, p.Reason)
+	case *ResourceCaptureFailed:
+		return fmt.Sprintf("%s (%s): %s", p.Key, p.Reason, clip(oneLine(p.Error), 50))
+	case *ExecutionCompleted:
+		return ValueText(p.Output, 70)
+	case *ExecutionFailed:
+		return string(p.Code) + ": " + clip(oneLine(p.Error), 60)
+	case *ForkCreated:
+		t := fmt.Sprintf("fork of %s at %d", p.Parent, p.At)
+		if len(p.Input) > 0 {
+			t += "; input " + ValueText(p.Input, 40)
+		}
+		for _, o := range p.Overrides {
+			t += "; " + s.Name(o.StepID) + " ← " + ValueText(o.Result, 30)
+		}
+		for _, sel := range p.Selections {
+			t += "; " + SelectionText(sel.Key, sel.Ref, sel.CapturedAt, sel.Covered)
+		}
+		return t
+	case *CancelRequested:
+		return withBy(nonEmpty(clip(oneLine(p.Reason), 60), "no reason"), p.By)
+	case *ExecutionCancelled:
+		return nonEmpty(clip(oneLine(p.Reason), 60), "no reason")
+	case *DispatchParked:
+		t := "waiting for " + string(p.Reason)
+		if !p.WakeAt.IsZero() {
+			t += " until " + timeText(p.WakeAt)
+		}
+		return t
+	case *TimerStarted:
+		return "timer " + clip(p.TimerID, 12) + " until " + timeText(p.WakeAt)
+	case *TimerFired:
+		return "timer " + clip(p.TimerID, 12) + " fired"
+	case *ApprovalRequested:
+		t := string(p.StepKind) + " " + p.Target
+		if len(p.Args) > 0 {
+			t += " " + ValueText(p.Args, 40)
+		}
+		if p.Reason != "" {
+			t += ": " + clip(oneLine(p.Reason), 40)
+		}
+		return t
+	case *ApprovalGranted:
+		return withBy(s.Name(p.StepID)+" approved", p.By) + note(p.Note)
+	case *ApprovalRejected:
+		return withBy(s.Name(p.StepID)+" rejected", p.By) + note(p.Note)
+	case *MarkerRecorded:
+		return strconv.Quote(p.Name)
+	case *StepAbandoned:
+		return s.Name(p.StepID) + " abandoned"
+	case *ForkDiverged:
+		names := make([]string, len(p.Unconsumed))
+		for i, id := range p.Unconsumed {
+			names[i] = s.Name(id)
+		}
+		return clip("unconsumed: "+strings.Join(names, ", "), 80)
+	}
+	return ev.Kind().String()
+}
+
+func withBy(s, by string) string {
+	if by == "" {
+		return s
+	}
+	return s + " by " + by
+}
+
+func note(n string) string {
+	if n == "" {
+		return ""
+	}
+	return ": " + clip(oneLine(n), 40)
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// SelectionText describes what one resource of a fork restores from:
+// "ws ← 1a2b3c4d5e6f@7 (covered)".
+func SelectionText(key, ref string, capturedAt uint64, covered bool) string {
+	s := key + " ← " + ShortRef(ref)
+	if ref != "" {
+		s += fmt.Sprintf("@%d", capturedAt)
+	}
+	if covered {
+		return s + " (covered)"
+	}
+	return s + " (uncovered)"
+}
+
+// ShortRef is how summaries show a checkpoint ref: its first 12
+// characters, or "initial" for the initial environment ("").
+func ShortRef(ref string) string {
+	if ref == "" {
+		return "initial"
+	}
+	if len(ref) > 12 {
+		return ref[:12]
+	}
+	return ref
+}
+
+// clip shortens s to at most n runes, marking the cut with "…".
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// oneLine turns s into one line: newlines and tabs become escapes.
+func oneLine(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// timeText is how summaries show a time.
+func timeText(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// ValueText renders a recorded value (JSON as the SDK stores it, or bytes)
+// compactly on one line of at most width runes: an object as key=value
+// pairs in key order, a string quoted, other JSON compacted, other text
+// quoted, anything else as its size; "-" when empty.
+func ValueText(b []byte, width int) string {
+	if len(b) == 0 {
+		return "-"
+	}
+	if json.Valid(b) {
+		var v any
+		if json.Unmarshal(b, &v) == nil {
+			if obj, ok := v.(map[string]any); ok {
+				return clip(objectText(obj), width)
+			}
+			if s, ok := v.(string); ok {
+				return clip(strconv.Quote(s), width)
+			}
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, b) == nil {
+			return clip(buf.String(), width)
+		}
+	}
+	if utf8.Valid(b) {
+		return clip(strconv.Quote(string(b)), width)
+	}
+	return fmt.Sprintf("%d bytes", len(b))
+}
+
+// objectText renders a JSON object as key=value pairs in key order, each
+// value clipped, so that every argument shows.
+func objectText(obj map[string]any) string {
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		var v string
+		switch x := obj[k].(type) {
+		case string:
+			v = strconv.Quote(clip(x, 24))
+		default:
+			b, _ := json.Marshal(x)
+			v = clip(string(b), 24)
+		}
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// llmRequest is the part of a recorded LLM request (sdk.Transport's args)
+// that summaries show.
+type llmRequest struct {
+	Body struct {
+		Messages []json.RawMessage `json:"messages"`
+	} `json:"body"`
+}
+
+// llmResponse is the recorded result of an LLM call (sdk.Transport's
+// step result): the HTTP status and body (base64 in the JSON).
+type llmResponse struct {
+	Status int    `json:"status"`
+	Body   []byte `json:"body"`
+}
+
+// LLMResponseBody returns the HTTP body of a recorded LLM call's result as
+// JSON for show ([JSONValue]), and false if result is not one.
+func LLMResponseBody(result []byte) (json.RawMessage, bool) {
+	var r llmResponse
+	if json.Unmarshal(result, &r) != nil || r.Status == 0 || len(r.Body) == 0 {
+		return nil, false
+	}
+	return JSONValue(r.Body), true
+}
+
+// chatCompletion is the part of an OpenAI-compatible response summaries show.
+type chatCompletion struct {
+	Choices []struct {
+		Message struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+}
+
+// llmResultText describes a recorded LLM response: status, then the tool
+// calls or the text the model answered with.
+func llmResultText(result []byte) string {
+	var r llmResponse
+	if json.Unmarshal(result, &r) != nil || r.Status == 0 {
+		return ValueText(result, 60)
+	}
+	var cc chatCompletion
+	if json.Unmarshal(r.Body, &cc) != nil || len(cc.Choices) == 0 {
+		return fmt.Sprintf("%d, %d bytes", r.Status, len(r.Body))
+	}
+	m := cc.Choices[0].Message
+	if len(m.ToolCalls) == 0 {
+		return fmt.Sprintf("%d: %s", r.Status, clip(strconv.Quote(m.Content), 50))
+	}
+	calls := make([]string, 0, len(m.ToolCalls))
+	for _, tc := range m.ToolCalls {
+		c := tc.Function.Name
+		var args map[string]any
+		if json.Unmarshal([]byte(tc.Function.Arguments), &args) == nil {
+			if p, ok := args["path"].(string); ok {
+				c += "(" + p + ")"
+			}
+		}
+		calls = append(calls, c)
+	}
+	return fmt.Sprintf("%d: call %s", r.Status, strings.Join(calls, ", "))
+}

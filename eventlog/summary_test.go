@@ -1,0 +1,160 @@
+package eventlog_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/forkline/forkline/eventlog"
+)
+
+// TestSummary pins the one-line text of every kind, as the CLI prints it:
+// with Steps, terminal events name their step by kind and target.
+func TestSummary(t *testing.T) {
+	want := []string{
+		`coder task="fix the bug" key "order-42" deadline 2025-03-14T15:00:00.123Z`,
+		`dispatch 3`,
+		`tool write_file 6 bytes affects db,workspace at_most_once attempt 2`,
+		`tool write_file → "wrote a.go"`,
+		`step st-2: rate limited (retry at 2025-03-14T15:00:00.123Z)`,
+		`step st-3 cancelled`,
+		`llm gpt denied: budget`,
+		`workspace dirfs.v1 from snap-7, every 5 steps, coverage reuse`,
+		`workspace snap-8 gen 4 (steps)`,
+		`workspace (completion): quota`,
+		`answer=42`,
+		`checkpoint_unavailable: boom`,
+		`fork of 0192f0c4-7b1a-7c3d-8e4f-0123456789ab at 17; input task="fix it differently"; tool write_file ← "edited"; step st-9 ← 1; db ← db-3@12 (covered); workspace ← snap-8@9 (uncovered)`,
+		`user asked by alice`,
+		`user asked`,
+		`waiting for timer until 2025-03-14T15:00:00.123Z`,
+		`timer tm-1 until 2025-03-14T15:00:00.123Z`,
+		`timer tm-1 fired`,
+		`child reviewer 4 bytes: at_most_once in a fork`,
+		`step st-5 approved by bob: looks fine`,
+		`step st-6 rejected by carol: too risky`,
+		`"use-v2-prompt"`,
+		`step st-7 abandoned`,
+		`unconsumed: step st-8, step st-9`,
+	}
+	steps := eventlog.Steps{}
+	var got, bare []string
+	for _, ev := range fullEvents() {
+		steps.Add(ev)
+		got = append(got, steps.Summary(ev))
+		bare = append(bare, eventlog.Summary(ev))
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Steps.Summary (-want +got):\n%s", d)
+	}
+	// Without the step.started seen, a step is named by its StepID.
+	if bare[3] != `step st-1 → "wrote a.go"` {
+		t.Errorf("Summary(step.succeeded) = %q", bare[3])
+	}
+	for i := range got {
+		if i != 3 && i != 12 && bare[i] != got[i] {
+			t.Errorf("event %d: Summary %q, Steps.Summary %q", i+1, bare[i], got[i])
+		}
+		if strings.Contains(got[i], "\n") {
+			t.Errorf("event %d: summary has a newline: %q", i+1, got[i])
+		}
+	}
+}
+
+func TestSummaryValues(t *testing.T) {
+	llmResult, _ := json.Marshal(map[string]any{"status": 200, "body": []byte(
+		`{"choices":[{"message":{"content":"","tool_calls":[{"function":{"name":"write_file","arguments":"{\"path\":\"a.go\"}"}}]}}]}`)})
+	steps := eventlog.Steps{}
+	steps.Add(eventlog.Event{Data: &eventlog.StepStarted{StepID: "l1", StepKind: eventlog.StepLLM, Target: "POST /v1/chat/completions",
+		Args: []byte(`{"body":{"messages":[{},{}]}}`), Idempotency: eventlog.SafeToRetry, Attempt: 1}})
+	for _, c := range []struct {
+		name string
+		ev   eventlog.Payload
+		want string
+	}{
+		{"long text is clipped, newlines escaped", &eventlog.ExecutionFailed{Code: eventlog.FailHandler, Error: "line one\nline two " + strings.Repeat("x", 80)},
+			`handler: line one\nline two xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…`},
+		{"empty value", &eventlog.ExecutionCompleted{}, "-"},
+		{"JSON array", &eventlog.ExecutionCompleted{Output: []byte("[1, 2,\n 3]")}, "[1,2,3]"},
+		{"not JSON, text", &eventlog.ExecutionCompleted{Output: []byte("plain words")}, `"plain words"`},
+		{"LLM call with messages", &eventlog.StepStarted{StepID: "l1", StepKind: eventlog.StepLLM, Target: "POST /v1/chat/completions",
+			Args: []byte(`{"body":{"messages":[{},{}]}}`), Idempotency: eventlog.SafeToRetry, Attempt: 1}, "llm POST /v1/chat/completions (2 messages)"},
+		{"LLM reply with a tool call", &eventlog.StepSucceeded{StepID: "l1", Result: llmResult},
+			"llm POST /v1/chat/completions → 200: call write_file(a.go)"},
+		{"cancel without a reason", &eventlog.CancelRequested{}, "no reason"},
+	} {
+		if got := steps.Summary(eventlog.Event{Data: c.ev}); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPayloadJSONTags checks that every payload field has a json tag with
+// the name of its msgpack tag, so the two spellings of an event agree.
+func TestPayloadJSONTags(t *testing.T) {
+	types := []reflect.Type{reflect.TypeFor[eventlog.ForkSelection](), reflect.TypeFor[eventlog.StepOverride]()}
+	for _, ev := range fullEvents() {
+		types = append(types, reflect.TypeOf(ev.Data).Elem())
+	}
+	for _, typ := range types {
+		for f := range typ.Fields() {
+			mp, _, _ := strings.Cut(f.Tag.Get("msgpack"), ",")
+			if js := f.Tag.Get("json"); js != mp {
+				t.Errorf("%s.%s: json tag %q, msgpack name %q", typ.Name(), f.Name, js, mp)
+			}
+		}
+	}
+}
+
+// TestEventJSON checks that values that are JSON print as JSON, other
+// bytes as base64, times and IDs as text, and that V2 fields of version 1
+// kinds are left out while zero.
+func TestEventJSON(t *testing.T) {
+	evs := fullEvents()
+	for _, c := range []struct {
+		ev   eventlog.Event
+		want string
+	}{
+		{evs[12], `{"seq":13,"time":"2025-03-14T15:09:26.547897932Z","kind":"fork.created","data":{"parent":"0192f0c4-7b1a-7c3d-8e4f-0123456789ab","at":17,` +
+			`"selections":[{"key":"db","ref":"db-3","captured_at":12,"generation":2,"covered":true},{"key":"workspace","ref":"snap-8","captured_at":9,"generation":4,"covered":false}],` +
+			`"input":{"task":"fix it differently"},"overrides":[{"step_id":"st-1","result":"edited"},{"step_id":"st-9","result":1}],"deadline":"2025-03-14T15:00:00.123456789Z"}}`},
+		{evs[2], `{"seq":3,"time":"2025-03-14T15:09:26.537897932Z","kind":"step.started","data":{"step_id":"st-1","step_kind":"tool","target":"write_file",` +
+			`"args":{"base64":"gaRwYXRo"},"resources":["db","workspace"],"idempotency":"at_most_once","attempt":2}}`},
+		{eventlog.Event{Seq: 1, Data: &eventlog.ExecutionCreated{Agent: "a", Input: []byte(`"hi"`)}},
+			`{"seq":1,"kind":"execution.created","data":{"agent":"a","input":"hi"}}`},
+		{eventlog.Event{Seq: 2, Data: &eventlog.ExecutionCompleted{}}, `{"seq":2,"kind":"execution.completed","data":{"output":null}}`},
+	} {
+		b, err := json.Marshal(c.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.ev.Kind(), b, c.want)
+		}
+	}
+	// The payload alone marshals the same way.
+	b, err := json.Marshal(evs[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"agent":"coder","input":{"task":"fix the bug"},"deadline":"2025-03-14T15:00:00.123456789Z","key":"order-42"}`; string(b) != want {
+		t.Errorf("payload JSON %s, want %s", b, want)
+	}
+	for _, ev := range fullEvents() {
+		if _, err := json.Marshal(ev); err != nil {
+			t.Errorf("%s: %v", ev.Kind(), err)
+		}
+	}
+}
+
+func ExampleSummary() {
+	ev := eventlog.Event{Seq: 4, Data: &eventlog.StepStarted{StepID: "s1", StepKind: eventlog.StepTool, Target: "write_file",
+		Args: []byte(`{"path":"a.go","content":"package a"}`), Resources: []string{"workspace"},
+		Idempotency: eventlog.SafeToRetry, Attempt: 1}}
+	fmt.Println(eventlog.Summary(ev))
+	// Output: tool write_file content="package a" path="a.go" affects workspace
+}

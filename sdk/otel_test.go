@@ -1,0 +1,309 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/examples/coder"
+	"github.com/forkline/forkline/sdk"
+)
+
+// otelRig records a kernel's spans and metrics in memory.
+type otelRig struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	opts   []sdk.Option
+}
+
+func newOtelRig() *otelRig {
+	r := &otelRig{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	r.opts = []sdk.Option{sdk.WithTracerProvider(tp), sdk.WithMeterProvider(mp)}
+	return r
+}
+
+// tree describes the ended spans as "name" for roots and "parent > name"
+// for children, with a step's kind and target, in the order they ended.
+func (r *otelRig) tree() []string {
+	spans := r.spans.Ended()
+	names := map[trace.SpanID]string{}
+	for _, s := range spans {
+		names[s.SpanContext().SpanID()] = s.Name()
+	}
+	var out []string
+	for _, s := range spans {
+		d := s.Name()
+		if s.Name() == "forkline.step" {
+			d += fmt.Sprintf(" %s %s", attr(s, "forkline.step.kind"), attr(s, "forkline.step.target"))
+		}
+		if s.Name() == "forkline.capture" {
+			d += " " + attr(s, "reason")
+		}
+		if p := s.Parent(); p.IsValid() {
+			d = names[p.SpanID()] + " > " + d
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func attr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.String()
+		}
+	}
+	return ""
+}
+
+// stepSpans describes the step spans as "kind target stepID attempt idem".
+func (r *otelRig) stepSpans() []string {
+	var out []string
+	for _, s := range r.spans.Ended() {
+		if s.Name() == "forkline.step" {
+			out = append(out, fmt.Sprintf("%s %s %s %s %s", attr(s, "forkline.step.kind"), attr(s, "forkline.step.target"),
+				attr(s, "forkline.step.id"), attr(s, "forkline.step.attempt"), attr(s, "forkline.step.idempotency")))
+		}
+	}
+	return out
+}
+
+// startedAfter describes the step.started events after seq like stepSpans.
+func startedAfter(evs []eventlog.Event, seq uint64) []string {
+	var out []string
+	for _, ev := range evs {
+		if p, ok := ev.Data.(*eventlog.StepStarted); ok && ev.Seq > seq {
+			out = append(out, fmt.Sprintf("%s %s %s %d %s", p.StepKind, p.Target, p.StepID, p.Attempt, p.Idempotency))
+		}
+	}
+	return out
+}
+
+// metrics sums every counter and histogram count by name and attributes:
+// "forkline.steps{kind=tool,outcome=succeeded}" -> 11.
+func (r *otelRig) metrics(t *testing.T) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	name := func(m string, set attribute.Set) string {
+		if set.Len() == 0 {
+			return m
+		}
+		return m + "{" + set.Encoded(attribute.DefaultEncoder()) + "}"
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out[name(m.Name, p.Attributes)] += p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[name(m.Name, p.Attributes)] += int64(p.Count)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// count returns how many of names equal want.
+func count(names []string, want string) int {
+	n := 0
+	for _, s := range names {
+		if s == want {
+			n++
+		}
+	}
+	return n
+}
+
+// DESIGN §13: the span tree of a coder run — one forkline.dispatch, one
+// forkline.step per live step (with its StepID, kind, target, attempt,
+// idempotency) and one forkline.capture per checkpoint, under the dispatch.
+func TestOtelCoderRun(t *testing.T) {
+	ctx := context.Background()
+	o := newOtelRig()
+	rig := newCoderRig(t)
+	k := newKernel(t, newStore(t), rig.register, o.opts...)
+	id, err := k.Start(ctx, "coder", coder.Input{Task: coderTask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, k, id)
+	if d := cmp.Diff(startedAfter(evs, 0), o.stepSpans()); d != "" {
+		t.Fatalf("step spans differ from the step.started events (-events +spans):\n%s", d)
+	}
+	tree := o.tree()
+	if tree[len(tree)-1] != "forkline.dispatch" || count(tree, "forkline.dispatch") != 1 {
+		t.Fatalf("want one root forkline.dispatch, ended last; got %v", tree)
+	}
+	for _, want := range []struct {
+		span string
+		n    int
+	}{
+		{"forkline.dispatch > forkline.step llm " + coder.ScriptedName, 12},
+		{"forkline.dispatch > forkline.step tool write_file", 8},
+		{"forkline.dispatch > forkline.step tool read_file", 3},
+		{"forkline.dispatch > forkline.capture baseline", 1},
+		{"forkline.dispatch > forkline.capture steps", 1},
+		{"forkline.dispatch > forkline.capture completion", 1},
+	} {
+		if got := count(tree, want.span); got != want.n {
+			t.Errorf("%d spans %q, want %d", got, want.span, want.n)
+		}
+	}
+	if len(tree) != 1+23+3 {
+		t.Errorf("%d spans, want 27: %v", len(tree), tree)
+	}
+	// The dispatch span names the execution.
+	for _, s := range o.spans.Ended() {
+		if s.Name() == "forkline.dispatch" && attr(s, "forkline.execution.id") != id.String() {
+			t.Errorf("dispatch span execution id %q, want %s", attr(s, "forkline.execution.id"), id)
+		}
+	}
+	want := map[string]int64{
+		"forkline.steps{kind=llm,outcome=succeeded}":                    12,
+		"forkline.steps{kind=tool,outcome=succeeded}":                   11,
+		"forkline.captures{outcome=captured,reason=baseline}":           1,
+		"forkline.captures{outcome=captured,reason=steps}":              1,
+		"forkline.captures{outcome=captured,reason=completion}":         1,
+		"forkline.capture.duration{outcome=captured,reason=baseline}":   1,
+		"forkline.capture.duration{outcome=captured,reason=steps}":      1,
+		"forkline.capture.duration{outcome=captured,reason=completion}": 1,
+	}
+	if d := cmp.Diff(want, o.metrics(t)); d != "" {
+		t.Errorf("metrics (-want +got):\n%s", d)
+	}
+
+	// Running the completed execution again runs nothing: no span.
+	n := len(o.spans.Ended())
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if m := len(o.spans.Ended()); m != n {
+		t.Errorf("Run of a completed execution made %d spans", m-n)
+	}
+}
+
+// DESIGN §13: a replay — a dispatch resuming after a crash — has step
+// spans only for the steps that run live; the replayed ones are counted in
+// forkline.steps.replayed, and the resumed execution is a takeover.
+func TestOtelReplay(t *testing.T) {
+	ctx := context.Background()
+	rig := newCoderRig(t)
+	store := newStore(t)
+	crash := &crashLog{IndexedLog: store}
+	crash.budget.Store(1 << 20)
+	dying := newKernel(t, crash, rig.register)
+	id, err := dying.Start(ctx, "coder", coder.Input{Task: coderTask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crash.budget.Store(20) // dies after the third write's step.started
+	if _, err := dying.Run(ctx, id); !errors.Is(err, errCrash) {
+		t.Fatalf("Run = %v, want the crash", err)
+	}
+	before := events(t, dying, id)
+	terminal := 0
+	for _, ev := range before {
+		if ev.Kind() == eventlog.KindStepSucceeded {
+			terminal++
+		}
+	}
+
+	o := newOtelRig()
+	k2 := newKernel(t, store, rig.register, o.opts...)
+	if _, err := k2.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	after := events(t, k2, id)
+	live := startedAfter(after, uint64(len(before)))
+	if d := cmp.Diff(live, o.stepSpans()); d != "" {
+		t.Fatalf("step spans differ from the live step.started events (-events +spans):\n%s", d)
+	}
+	if len(live) == 0 || len(live) >= 23 {
+		t.Fatalf("%d live steps after the crash, want some but not all", len(live))
+	}
+	m := o.metrics(t)
+	replayed := m["forkline.steps.replayed{kind=llm}"] + m["forkline.steps.replayed{kind=tool}"]
+	if replayed != int64(terminal) {
+		t.Errorf("forkline.steps.replayed = %d, want the %d steps recorded before the crash (%v)", replayed, terminal, m)
+	}
+	if m["forkline.lease.takeovers"] != 1 {
+		t.Errorf("forkline.lease.takeovers = %d, want 1", m["forkline.lease.takeovers"])
+	}
+}
+
+// DESIGN §13: a fork's dispatch restores its resource (forkline.restore)
+// and has step spans only for the steps after the fork point.
+func TestOtelFork(t *testing.T) {
+	ctx := context.Background()
+	rig := newCoderRig(t)
+	store := newStore(t)
+	k := newKernel(t, store, rig.register)
+	id, err := k.Start(ctx, "coder", coder.Input{Task: coderTask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	at := seqOf(t, events(t, k, id), "captured workspace steps gen=15", 1)
+
+	o := newOtelRig()
+	k2 := newKernel(t, store, rig.register, o.opts...)
+	fid, err := k2.Fork(ctx, id, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k2.Run(ctx, fid); err != nil {
+		t.Fatal(err)
+	}
+	fevs := events(t, k2, fid)
+	if d := cmp.Diff(startedAfter(fevs, at), o.stepSpans()); d != "" {
+		t.Fatalf("fork step spans (-events +spans):\n%s", d)
+	}
+	tree := o.tree()
+	if count(tree, "forkline.dispatch > forkline.restore") != 1 {
+		t.Errorf("want one forkline.restore under the dispatch: %v", tree)
+	}
+	if count(tree, "forkline.step") != 0 || count(tree, "forkline.dispatch") != 1 {
+		t.Errorf("want every step span under the one dispatch: %v", tree)
+	}
+	m := o.metrics(t)
+	if m["forkline.forks"] != 1 {
+		t.Errorf("forkline.forks = %d, want 1", m["forkline.forks"])
+	}
+	if m["forkline.steps.replayed{kind=llm}"] == 0 || m["forkline.lease.takeovers"] != 0 {
+		t.Errorf("metrics %v: want replayed LLM steps and no takeover", m)
+	}
+}
+
+func TestOtelOptionsRefuseNil(t *testing.T) {
+	if _, err := sdk.New(newStore(t), sdk.WithTracerProvider(nil)); !errors.Is(err, sdk.ErrInvalid) {
+		t.Errorf("WithTracerProvider(nil) = %v, want ErrInvalid", err)
+	}
+	if _, err := sdk.New(newStore(t), sdk.WithMeterProvider(nil)); !errors.Is(err, sdk.ErrInvalid) {
+		t.Errorf("WithMeterProvider(nil) = %v, want ErrInvalid", err)
+	}
+}

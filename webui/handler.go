@@ -1,0 +1,324 @@
+package webui
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/sdk"
+)
+
+//go:embed page.html.tmpl
+var pageFS embed.FS
+
+var pageTmpl = template.Must(template.New("page.html.tmpl").Funcs(template.FuncMap{
+	"timeText": timeText,
+}).ParseFS(pageFS, "page.html.tmpl"))
+
+// Handler serves the pages of the executions of k (see the package doc).
+func Handler(k *sdk.Kernel) http.Handler {
+	s := &server{k: k}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.list)
+	mux.HandleFunc("GET /e/{id}", s.execution)
+	mux.HandleFunc("GET /e/{id}/timeline", s.timeline)
+	mux.HandleFunc("GET /e/{id}/events", s.events)
+	mux.HandleFunc("GET /e/{id}/fork", s.forkPreview)
+	mux.HandleFunc("POST /e/{id}/fork", s.fork)
+	return mux
+}
+
+type server struct{ k *sdk.Kernel }
+
+// badRequest answers 400 with msg.
+func badRequest(w http.ResponseWriter, format string, args ...any) {
+	http.Error(w, fmt.Sprintf(format, args...), http.StatusBadRequest)
+}
+
+// fail answers an error of the kernel: 404 for an unknown execution, 400
+// for bad input, 500 otherwise.
+func fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, eventlog.ErrNotFound):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	case errors.Is(err, eventlog.ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// info resolves the {id} of the path, answering the error itself.
+func (s *server) info(w http.ResponseWriter, r *http.Request) (eventlog.Info, bool) {
+	id, err := eventlog.ParseID(r.PathValue("id"))
+	if err != nil {
+		badRequest(w, "execution ID %q: %v", r.PathValue("id"), err)
+		return eventlog.Info{}, false
+	}
+	info, err := s.k.Log().Info(r.Context(), id)
+	if err != nil {
+		fail(w, err)
+		return eventlog.Info{}, false
+	}
+	return info, true
+}
+
+// listPage is the data of the executions list.
+type listPage struct {
+	Title      string
+	Agent      string
+	Status     string
+	Parent     string
+	Statuses   []string
+	Executions []eventlog.Info
+}
+
+func (s *server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page := listPage{Title: "forkline · executions", Agent: q.Get("agent"), Status: q.Get("status"), Parent: q.Get("parent")}
+	for st := eventlog.StatusPending; st <= eventlog.StatusCancelled; st++ {
+		page.Statuses = append(page.Statuses, st.String())
+	}
+	f := sdk.Filter{Agent: page.Agent}
+	if page.Status != "" {
+		st, err := eventlog.ParseStatus(page.Status)
+		if err != nil {
+			badRequest(w, "status %q: %v (one of %s)", page.Status, err, strings.Join(page.Statuses, ", "))
+			return
+		}
+		f.Status = []eventlog.Status{st}
+	}
+	if page.Parent != "" {
+		id, err := eventlog.ParseID(page.Parent)
+		if err != nil {
+			badRequest(w, "parent %q: %v", page.Parent, err)
+			return
+		}
+		f.Parent = id
+	}
+	infos, err := s.k.List(r.Context(), f)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	page.Executions = infos
+	render(w, "list", page)
+}
+
+// executionPage is the data of one execution's page.
+type executionPage struct {
+	Title    string
+	Info     eventlog.Info
+	Parents  []eventlog.Info // the fork chain up to the root, nearest first
+	Forks    []eventlog.Info
+	Children []eventlog.Info
+}
+
+func (s *server) execution(w http.ResponseWriter, r *http.Request) {
+	info, ok := s.info(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	page := executionPage{Title: "forkline · " + info.ID.String(), Info: info}
+	for p := info; !p.Parent.IsZero(); {
+		var err error
+		if p, err = s.k.Log().Info(ctx, p.Parent); err != nil {
+			fail(w, err)
+			return
+		}
+		page.Parents = append(page.Parents, p)
+	}
+	var err error
+	if page.Forks, err = s.k.List(ctx, sdk.Filter{Parent: info.ID}); err != nil {
+		fail(w, err)
+		return
+	}
+	if page.Children, err = s.k.List(ctx, sdk.Filter{Caller: info.ID}); err != nil {
+		fail(w, err)
+		return
+	}
+	render(w, "execution", page)
+}
+
+func (s *server) timeline(w http.ResponseWriter, r *http.Request) {
+	info, ok := s.info(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	events, err := s.lineage(ctx, info.ID, 1)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	info.Head = uint64(len(events)) // the events read, if more came since
+	forks, err := s.k.List(ctx, sdk.Filter{Parent: info.ID})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var fs []Fork
+	for _, fi := range forks {
+		own, err := s.lineage(ctx, fi.ID, fi.ForkSeq+1)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		fs = append(fs, Fork{Info: fi, Own: own})
+	}
+	var buf bytes.Buffer
+	if err := WriteTimeline(&buf, info, events, fs); err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// lineage reads id's events from seq from.
+func (s *server) lineage(ctx context.Context, id eventlog.ID, from uint64) ([]eventlog.Event, error) {
+	var out []eventlog.Event
+	for ev, err := range s.k.Log().Events(ctx, id, from) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// eventMessage is one server-sent event of /e/{id}/events.
+type eventMessage struct {
+	Seq      uint64 `json:"seq"`
+	Kind     string `json:"kind"`
+	Time     string `json:"time"`
+	Summary  string `json:"summary"`
+	Covered  bool   `json:"covered"`
+	Restores string `json:"restores"`
+}
+
+func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	info, ok := s.info(w, r)
+	if !ok {
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	steps := eventlog.Steps{}
+	for ev, err := range s.k.Watch(ctx, info.ID) {
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintf(w, "event: failure\ndata: %s\n\n", jsonString(err.Error()))
+			}
+			return
+		}
+		steps.Add(ev)
+		msg := eventMessage{Seq: ev.Seq, Kind: ev.Kind().String(), Time: timeText(ev.Time), Summary: steps.Summary(ev)}
+		// Coverage at seq may depend on events after it (a capture
+		// committed with a step's outcome covers it): ask the index.
+		if p, err := s.k.Coverage(ctx, info.ID, ev.Seq); err == nil {
+			msg.Covered, msg.Restores = p.Covered, RestoresText(p)
+		}
+		b, _ := json.Marshal(msg)
+		fmt.Fprintf(w, "event: event\ndata: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	fmt.Fprint(w, "event: end\ndata: {}\n\n")
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// forkPage is the data of the fork form.
+type forkPage struct {
+	Title string
+	Info  eventlog.Info
+	At    uint64
+	Event string
+	Point coverage.Point
+}
+
+// forkPoint resolves the at= of a fork request, answering errors itself.
+func (s *server) forkPoint(w http.ResponseWriter, r *http.Request) (eventlog.Info, uint64, bool) {
+	info, ok := s.info(w, r)
+	if !ok {
+		return info, 0, false
+	}
+	raw := r.FormValue("at")
+	at, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || at == 0 || at > info.Head {
+		badRequest(w, "at=%q: want the seq of an event of %s, 1 to %d", raw, info.ID, info.Head)
+		return info, 0, false
+	}
+	return info, at, true
+}
+
+func (s *server) forkPreview(w http.ResponseWriter, r *http.Request) {
+	info, at, ok := s.forkPoint(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	p, err := s.k.Coverage(ctx, info.ID, at)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	page := forkPage{Title: fmt.Sprintf("forkline · fork %s at %d", info.ID, at), Info: info, At: at, Point: p}
+	steps := eventlog.Steps{}
+	for ev, err := range s.k.Log().Events(ctx, info.ID, 1) {
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		steps.Add(ev)
+		if ev.Seq == at {
+			page.Event = ev.Kind().String() + " · " + steps.Summary(ev)
+			break
+		}
+	}
+	render(w, "fork", page)
+}
+
+func (s *server) fork(w http.ResponseWriter, r *http.Request) {
+	info, at, ok := s.forkPoint(w, r)
+	if !ok {
+		return
+	}
+	fid, err := s.k.Fork(r.Context(), info.ID, at)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	// Relative, so that the page works mounted under any prefix.
+	w.Header().Set("Location", "../"+fid.String())
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// render executes the named template of page.html.tmpl into w.
+func render(w http.ResponseWriter, name string, data any) {
+	var buf bytes.Buffer
+	if err := pageTmpl.ExecuteTemplate(&buf, name, data); err != nil {
+		http.Error(w, "webui: render "+name+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
