@@ -50,6 +50,8 @@
 //   - the types bytea and text[], and array parameters compared with
 //     = ANY($n);
 //   - INSERT … ON CONFLICT (idem_key) DO NOTHING, for idempotency keys;
+//   - UPDATE … RETURNING, for a request's number and ClaimRunnable's
+//     epochs;
 //   - SELECT … FOR UPDATE OF e SKIP LOCKED, in ClaimRunnable;
 //   - clock_timestamp(), the database's clock for lease expiry;
 //   - CREATE SCHEMA / TABLE IF NOT EXISTS;
