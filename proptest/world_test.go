@@ -54,24 +54,38 @@ func genWorld(t *rapid.T, setup func(*World), check func(*rapid.T, *World)) *Wor
 // covered and uncovered points with and without CoverageReuse, steps
 // captures, failed captures, completion captures, indeterminate orphans.
 func TestGeneratorCoversTheCases(t *testing.T) {
-	seen := map[string]int{}
-	rapid.Check(t, func(t *rapid.T) {
-		w := genWorld(t, nil, nil)
-		for k, v := range census(w) {
-			seen[k] += v
-		}
-	})
-	for _, k := range []string{
+	cases := []string{
 		"fork at step.started", "fork of fork in shared prefix", "covered point", "uncovered point",
 		"covered point (coverage reuse)", "covered point (no coverage reuse)",
 		"capture steps", "capture completion", "capture baseline", "capture failed",
 		"indeterminate", "indeterminate after cancel", "retry", "cancelled", "denied", "bound from ref", "undeclared change",
 		"retried attempt", "abandoned", "child step", "parked", "timer fired",
 		"execution cancelled", "fork of a cancelled execution",
-	} {
-		if seen[k] == 0 {
-			t.Errorf("no generated world has a %q", k)
+	}
+	seen := map[string]int{}
+	missing := func() []string {
+		var out []string
+		for _, k := range cases {
+			if seen[k] == 0 {
+				out = append(out, k)
+			}
 		}
+		return out
+	}
+	// The rarest cases (an orphan cancelled, then found indeterminate) turn
+	// up in a few of every hundred worlds: a run of worlds that misses one
+	// is followed by another, up to five, so that the census fails only
+	// when the generator cannot reach a case, not by bad luck.
+	for round := 0; round < 5 && (round == 0 || len(missing()) > 0); round++ {
+		rapid.Check(t, func(t *rapid.T) {
+			w := genWorld(t, nil, nil)
+			for k, v := range census(w) {
+				seen[k] += v
+			}
+		})
+	}
+	for _, k := range missing() {
+		t.Errorf("no generated world has a %q", k)
 	}
 	t.Logf("census over all checks: %v", seen)
 }
