@@ -29,3 +29,7 @@ func TestConcurrency(t *testing.T) {
 func TestClose(t *testing.T) {
 	storetest.TestClose(t, openStore(t, pgstore.WithoutSync()))
 }
+
+func TestDelete(t *testing.T) {
+	storetest.TestDelete(t, func(t *testing.T) storetest.DeleteStore { return openStore(t, pgstore.WithoutSync()) })
+}

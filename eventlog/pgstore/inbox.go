@@ -41,7 +41,7 @@ func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 	defer s.leave()
 	var n int64
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `UPDATE `+s.q.executions+` SET inbox_last = inbox_last + 1 WHERE id = $1 RETURNING inbox_last`, id[:]).Scan(&n)
+		err := tx.QueryRow(ctx, `UPDATE `+s.q.executions+` SET inbox_last = inbox_last + 1 WHERE id = $1 AND deleted_kept IS NULL RETURNING inbox_last`, id[:]).Scan(&n)
 		if err == pgx.ErrNoRows {
 			return fmt.Errorf("%w: execution %s", eventlog.ErrNotFound, id)
 		}
@@ -63,8 +63,8 @@ func (s *Store) Requests(ctx context.Context, id eventlog.ID) ([]eventlog.Reques
 		return nil, err
 	}
 	defer s.leave()
-	if _, err := s.lineage(ctx, id); err != nil {
-		return nil, err
+	if _, _, err := s.readRow(ctx, s.pool, id, false); err != nil {
+		return nil, err // unknown or deleted
 	}
 	rows, err := s.pool.Query(ctx, `SELECT n, record FROM `+s.q.requests+` WHERE execution = $1 ORDER BY n`, id[:])
 	if err != nil {

@@ -122,7 +122,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT e.id FROM `+s.q.executions+` e
-			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4)
+			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
 			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)

@@ -21,7 +21,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -232,6 +232,12 @@ var migrations = []func(schema string) []string{
 				PRIMARY KEY (execution, n)
 			)`,
 		}
+	},
+	// Version 2: tombstones (DESIGN §14). A deleted execution keeps its
+	// row (a fork's lineage is built from its ancestors' rows) with the
+	// prefix it keeps for its forks in deleted_kept; NULL: not deleted.
+	func(sc string) []string {
+		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN deleted_kept bigint`}
 	},
 }
 

@@ -118,7 +118,7 @@ func (r *row) info() eventlog.Info {
 // readRow reads id's row; lock adds FOR UPDATE, and the database's clock is
 // read with it.
 func (s *Store) readRow(ctx context.Context, q querier, id eventlog.ID, lock bool) (row, time.Time, error) {
-	sql := `SELECT ` + rowCols + `, clock_timestamp() FROM ` + s.q.executions + ` WHERE id = $1`
+	sql := `SELECT ` + rowCols + `, clock_timestamp() FROM ` + s.q.executions + ` WHERE id = $1 AND deleted_kept IS NULL`
 	if lock {
 		sql += ` FOR UPDATE`
 	}

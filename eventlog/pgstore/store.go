@@ -160,7 +160,7 @@ func (s *Store) listPage(ctx context.Context, f eventlog.Filter, after eventlog.
 		return nil, err
 	}
 	defer s.leave()
-	sql := `SELECT ` + rowCols + ` FROM ` + s.q.executions + ` WHERE id > $1`
+	sql := `SELECT ` + rowCols + ` FROM ` + s.q.executions + ` WHERE id > $1 AND deleted_kept IS NULL`
 	args := []any{after[:]}
 	add := func(cond string, v any) {
 		args = append(args, v)
@@ -443,6 +443,17 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	status.Apply(ev)
 	id := eventlog.NewID()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The parent's row is held (shared) until the fork is in: a Delete
+		// of the parent, which locks it for update and reads its forks,
+		// either sees this one or comes first and this fails.
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM `+s.q.executions+` WHERE id = $1 AND deleted_kept IS NULL FOR SHARE`, parent[:]).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: execution %s", eventlog.ErrNotFound, parent)
+		}
+		if err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO `+s.q.executions+` (id, agent, parent, fork_seq, caller, created_ns, idem_key,
 			head, status, updated_ns, wake_ns, deadline_ns, dispatched, parked, approvals,
