@@ -191,3 +191,23 @@ func (s StatusState) Clone() StatusState {
 	s.Approvals = slices.Clone(s.Approvals)
 	return s
 }
+
+// CheckAfterEnd refuses, for a store's Append, events that would follow an
+// execution's terminal event (completed, failed, cancelled): an ended
+// execution continues only in a fork, and a handler's leftover goroutine
+// must not write past the end. st and head are the execution's status and
+// head before the append; events are the append's, with their seqs.
+func CheckAfterEnd(id ID, st Status, head uint64, events []Event) error {
+	if st.Terminal() {
+		return fmt.Errorf("%w: execution %s ended (%s) at seq %d; nothing is appended after it",
+			ErrInvalid, id, st, head)
+	}
+	for i, ev := range events[:max(len(events)-1, 0)] {
+		switch ev.Kind() {
+		case KindExecutionCompleted, KindExecutionFailed, KindExecutionCancelled:
+			return fmt.Errorf("%w: execution %s: %s at seq %d is followed by %s in the same append",
+				ErrInvalid, id, ev.Kind(), ev.Seq, events[i+1].Kind())
+		}
+	}
+	return nil
+}

@@ -156,3 +156,28 @@ func TestStatusFoldForkIsOwn(t *testing.T) {
 		t.Errorf("fork status %s, want running", whole.Status)
 	}
 }
+
+// TestCheckAfterEnd: nothing follows a terminal event, neither in a later
+// append nor in the same one; a terminal event may end an append.
+func TestCheckAfterEnd(t *testing.T) {
+	id := eventlog.NewID()
+	done := eventlog.Event{Seq: 5, Data: &eventlog.ExecutionCompleted{Output: []byte(`1`)}}
+	step := eventlog.Event{Seq: 6, Data: &eventlog.DispatchStarted{Dispatch: 2}}
+	for _, c := range []struct {
+		name   string
+		st     eventlog.Status
+		events []eventlog.Event
+		ok     bool
+	}{
+		{"running, ends with the terminal event", eventlog.StatusRunning, []eventlog.Event{step, done}, true},
+		{"running, one event", eventlog.StatusRunning, []eventlog.Event{step}, true},
+		{"after completed", eventlog.StatusCompleted, []eventlog.Event{step}, false},
+		{"after cancelled", eventlog.StatusCancelled, []eventlog.Event{step}, false},
+		{"terminal then more in one append", eventlog.StatusRunning, []eventlog.Event{done, step}, false},
+	} {
+		err := eventlog.CheckAfterEnd(id, c.st, 4, c.events)
+		if c.ok != (err == nil) || (err != nil && !errors.Is(err, eventlog.ErrInvalid)) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}

@@ -141,6 +141,7 @@ func TestGolden(t *testing.T) {
 		{"err_arg_count", []string{"show", "{A}"}, false},
 		{"err_timeline_no_html", []string{"timeline", "{A}"}, false},
 		{"err_gc_no_age", []string{"gc"}, false},
+		{"err_gc_status", []string{"gc", "--status", "done", "--older-than", "1h"}, false},
 		{"err_gc_days", []string{"gc", "--older-than", "7d"}, false},
 		{"err_gc_negative", []string{"gc", "--older-than", "-1h"}, false},
 		{"err_gc_running", []string{"gc", "--status", "running", "--older-than", "1h"}, false},

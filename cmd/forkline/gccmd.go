@@ -48,9 +48,9 @@ const gcStatuses = "completed,failed,cancelled"
 // parseGC checks gc's flags: the statuses (never running: a running
 // execution is refused by Delete) and a positive age.
 func parseGC(statuses, olderThan string) (eventlog.Filter, time.Duration, error) {
-	f, err := parseFilter(statuses, "")
+	f, err := parseFilter("gc", statuses, "")
 	if err != nil {
-		return f, 0, inputErrorf("gc --status: %v", errors.Unwrap(err))
+		return f, 0, err
 	}
 	if len(f.Status) == 0 {
 		return f, 0, inputErrorf("gc --status: name at least one status (say %s)", gcStatuses)

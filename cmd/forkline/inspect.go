@@ -72,9 +72,10 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
-// parseFilter makes ls's filter from its flags: statuses separated by
+// parseFilter makes the filter of command cmd (ls, gc) from its flags:
+// statuses separated by
 // commas, and an agent.
-func parseFilter(statuses, agent string) (eventlog.Filter, error) {
+func parseFilter(cmd, statuses, agent string) (eventlog.Filter, error) {
 	f := eventlog.Filter{Agent: agent}
 	if statuses == "" {
 		return f, nil
@@ -82,7 +83,7 @@ func parseFilter(statuses, agent string) (eventlog.Filter, error) {
 	for _, name := range strings.Split(statuses, ",") {
 		st, err := eventlog.ParseStatus(strings.TrimSpace(name))
 		if err != nil {
-			return f, inputErrorf("ls --status: %v", err)
+			return f, inputErrorf("%s --status: %v", cmd, err)
 		}
 		f.Status = append(f.Status, st)
 	}
@@ -90,7 +91,7 @@ func parseFilter(statuses, agent string) (eventlog.Filter, error) {
 }
 
 func cmdLs(e *env, statuses, agent string) error {
-	f, err := parseFilter(statuses, agent)
+	f, err := parseFilter("ls", statuses, agent)
 	if err != nil {
 		return err
 	}

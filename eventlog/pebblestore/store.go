@@ -677,7 +677,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	if e.mu.head != expectedHead {
 		return 0, fmt.Errorf("%w: execution %s: head is %d, expected %d", eventlog.ErrConflict, id, e.mu.head, expectedHead)
 	}
-	if err := afterEnd(id, e.mu.status.Status, e.mu.head, events); err != nil {
+	if err := eventlog.CheckAfterEnd(id, e.mu.status.Status, e.mu.head, events); err != nil {
 		return 0, err
 	}
 	if err := s.checkTakeLocked(e, take); err != nil {
@@ -731,24 +731,6 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	e.mu.status = status
 	e.mu.inbox.remove(take)
 	return e.mu.head, nil
-}
-
-// afterEnd refuses events that would follow an execution's terminal event
-// (completed, failed, cancelled): an ended execution continues only in a
-// fork. A handler's leftover goroutine must not write past the end.
-func afterEnd(id eventlog.ID, st eventlog.Status, head uint64, events []eventlog.Event) error {
-	if st.Terminal() {
-		return fmt.Errorf("%w: execution %s ended (%s) at seq %d; nothing is appended after it",
-			eventlog.ErrInvalid, id, st, head)
-	}
-	for i, ev := range events[:len(events)-1] {
-		switch ev.Kind() {
-		case eventlog.KindExecutionCompleted, eventlog.KindExecutionFailed, eventlog.KindExecutionCancelled:
-			return fmt.Errorf("%w: execution %s: %s at seq %d is followed by %s in the same append",
-				eventlog.ErrInvalid, id, ev.Kind(), ev.Seq, events[i+1].Kind())
-		}
-	}
-	return nil
 }
 
 // Fork implements eventlog.Log.

@@ -288,7 +288,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		if head != expectedHead {
 			return fmt.Errorf("%w: execution %s: head is %d, expected %d", eventlog.ErrConflict, id, head, expectedHead)
 		}
-		if err := afterEnd(id, r.status.Status, head, events); err != nil {
+		if err := eventlog.CheckAfterEnd(id, r.status.Status, head, events); err != nil {
 			return err
 		}
 		if index, err = s.indexAt(ctx, tx, segs, id, head); err != nil {
@@ -372,24 +372,6 @@ func (s *Store) cacheIndex(id eventlog.ID, head uint64, st *eventlog.IndexState)
 		clear(s.index.m)
 	}
 	s.index.m[id] = &cachedIndex{head: head, state: st}
-}
-
-// afterEnd refuses events that would follow an execution's terminal event
-// (completed, failed, cancelled): an ended execution continues only in a
-// fork.
-func afterEnd(id eventlog.ID, st eventlog.Status, head uint64, events []eventlog.Event) error {
-	if st.Terminal() {
-		return fmt.Errorf("%w: execution %s ended (%s) at seq %d; nothing is appended after it",
-			eventlog.ErrInvalid, id, st, head)
-	}
-	for i, ev := range events[:len(events)-1] {
-		switch ev.Kind() {
-		case eventlog.KindExecutionCompleted, eventlog.KindExecutionFailed, eventlog.KindExecutionCancelled:
-			return fmt.Errorf("%w: execution %s: %s at seq %d is followed by %s in the same append",
-				eventlog.ErrInvalid, id, ev.Kind(), ev.Seq, events[i+1].Kind())
-		}
-	}
-	return nil
 }
 
 // Fork implements eventlog.Log. It writes the fork's row (naming parent
