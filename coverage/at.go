@@ -101,5 +101,42 @@ func selectAt(ctx context.Context, idx eventlog.Index, id eventlog.ID, at uint64
 	if herr != nil {
 		return Selection{}, herr
 	}
-	return sel, nil
+	return reported(sel, viewOf(st)), nil
+}
+
+// LatestCovered returns the newest seq at or before at whose Point is
+// covered (DESIGN §12: where a fork can restore exactly), reading the
+// checkpoint index like [At]. Coverage changes only at events that change
+// some resource, so it asks At once per such event, walking back from at,
+// not once per seq. When no point at or before at is covered the error
+// wraps [ErrUncovered]; at must be in 1..head (otherwise the error wraps
+// [eventlog.ErrInvalid]).
+func LatestCovered(ctx context.Context, idx eventlog.Index, id eventlog.ID, at uint64) (uint64, error) {
+	for seq := at; ; {
+		p, err := At(ctx, idx, id, seq)
+		if err != nil {
+			return 0, err
+		}
+		if p.Covered {
+			return seq, nil
+		}
+		// Every resource's state, and so the point's coverage, is the same
+		// from the newest index entry at or before seq up to seq.
+		states, err := idx.ResourceStates(ctx, id, seq)
+		if err != nil {
+			return 0, fmt.Errorf("coverage: execution %s at seq %d: %w", id, seq, err)
+		}
+		var newest uint64
+		for _, st := range states {
+			newest = max(newest, st.Seq)
+		}
+		if newest == 0 || newest > seq {
+			return 0, fmt.Errorf("%w: coverage: execution %s at seq %d: uncovered with no index entry at or before it",
+				eventlog.ErrCorrupt, id, seq)
+		}
+		if newest == 1 {
+			return 0, fmt.Errorf("%w: execution %s: no covered point at or before seq %d", ErrUncovered, id, at)
+		}
+		seq = newest - 1
+	}
 }

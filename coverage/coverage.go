@@ -1,6 +1,15 @@
 package coverage
 
-import "github.com/forkline/forkline/eventlog"
+import (
+	"errors"
+
+	"github.com/forkline/forkline/eventlog"
+)
+
+// ErrUncovered is wrapped by the error of a question that needs a covered
+// point and finds none: [LatestCovered] when no point at or before the
+// asked seq is covered, a fork that requires a covered point (DESIGN §12).
+var ErrUncovered = errors.New("coverage: fork point is not covered")
 
 // Point is the coverage of one event of a lineage (DESIGN §7): whether a
 // fork at Seq restores every resource exactly, and what each one restores.
@@ -35,14 +44,29 @@ type Window struct {
 // view is the part of an [eventlog.ResourceState] that coverage reads: the
 // state of one resource after the event seq.
 type view struct {
-	seq    uint64
-	gen    uint64
-	busy   bool // a step that advances the resource is in flight
-	latest eventlog.Checkpoint
+	seq      uint64
+	gen      uint64
+	busy     bool // a step that advances the resource is in flight
+	diverged bool // a fork.diverged marked the resource (DESIGN §12)
+	latest   eventlog.Checkpoint
 }
 
 func viewOf(st eventlog.ResourceState) view {
-	return view{seq: st.Seq, gen: st.Generation, busy: len(st.InFlight) > 0, latest: st.Latest}
+	return view{seq: st.Seq, gen: st.Generation, busy: len(st.InFlight) > 0, diverged: st.Diverged != 0, latest: st.Latest}
+}
+
+// reported is the selection coverage reports for a resource whose state
+// after the point is at, given the selection choose made: a resource a
+// fork.diverged marked (DESIGN §12) holds effects its lineage no longer
+// records, so it is reported uncovered however exactly a checkpoint
+// restores it, and selects the newest checkpoint at or before the point.
+func reported(sel Selection, at view) Selection {
+	if !at.diverged || !sel.Covered {
+		return sel
+	}
+	sel.Covered = false
+	sel.Ref, sel.CapturedAt = at.latest.Ref, at.latest.At
+	return sel
 }
 
 // holds reports whether the view's checkpoint is one of its own generation.

@@ -47,10 +47,11 @@ type resource struct {
 
 // mark is the state of one resource after one event, as a Fold stores it.
 type mark struct {
-	seq  uint64
-	gen  uint64
-	ckpt int32 // index in resource.ckpts of the newest checkpoint, -1 for none
-	busy bool  // a step that advances the resource is in flight
+	seq      uint64
+	gen      uint64
+	ckpt     int32 // index in resource.ckpts of the newest checkpoint, -1 for none
+	busy     bool  // a step that advances the resource is in flight
+	diverged bool  // a fork.diverged marked the resource (DESIGN §12)
 }
 
 // New returns an empty Fold, ready for the event at seq 1.
@@ -123,7 +124,7 @@ func (f *Fold) Apply(ev eventlog.Event) error {
 
 // add records the resource's state after one event.
 func (r *resource) add(st eventlog.ResourceState) {
-	m := mark{seq: st.Seq, gen: st.Generation, ckpt: -1, busy: len(st.InFlight) > 0}
+	m := mark{seq: st.Seq, gen: st.Generation, ckpt: -1, busy: len(st.InFlight) > 0, diverged: st.Diverged != 0}
 	if st.Latest.Ref != "" {
 		if n := len(r.ckpts); n == 0 || r.ckpts[n-1] != st.Latest {
 			r.ckpts = append(r.ckpts, st.Latest)
@@ -149,16 +150,20 @@ func (r *resource) add(st eventlog.ResourceState) {
 // view returns the i-th mark as choose reads it.
 func (r *resource) view(i int) view {
 	m := r.marks.at(i)
-	v := view{seq: m.seq, gen: m.gen, busy: m.busy}
+	v := view{seq: m.seq, gen: m.gen, busy: m.busy, diverged: m.diverged}
 	if m.ckpt >= 0 {
 		v.latest = r.ckpts[m.ckpt]
 	}
 	return v
 }
 
+// reported returns the Selection coverage reports for r at its i-th mark:
+// its selection, uncovered if a fork.diverged marked r.
+func (r *resource) reported(i int) Selection { return reported(r.selection(i), r.view(i)) }
+
 // selection returns the Selection of r at its i-th mark, with choose reading
 // the one later mark that matters: the last of the generation that holds a
-// checkpoint of it.
+// checkpoint of it. It ignores a divergence (see [Fold.Covered]).
 func (r *resource) selection(i int) Selection {
 	at := r.view(i)
 	c := -1 // the mark to hand to choose, if any
@@ -208,7 +213,7 @@ func (f *Fold) Point(at uint64) (Point, error) {
 		if i < 0 {
 			continue // bound after at
 		}
-		sel := r.selection(i)
+		sel := r.reported(i)
 		p.Covered = p.Covered && sel.Covered
 		p.Resources = append(p.Resources, sel)
 	}
@@ -224,7 +229,7 @@ func (f *Fold) Windows() []Window {
 		first := len(out)
 		for i := range r.marks.len() {
 			m := r.marks.at(i)
-			sel := r.selection(i)
+			sel := r.reported(i)
 			if !sel.Covered {
 				continue
 			}
@@ -262,6 +267,10 @@ func (f *Fold) State(key string) (st eventlog.ResourceState, ok bool) {
 // step that advances it is in flight and a checkpoint of its current
 // generation exists. An SDK asks this when the handler returns, to decide
 // the completion captures. It is false for a key that was never bound.
+//
+// Unlike [Fold.Point], it ignores a fork.diverged (DESIGN §12): a checkpoint
+// of the current generation restores exactly what the resource holds, so
+// no capture is needed, even though coverage reports the point uncovered.
 func (f *Fold) Covered(key string) bool {
 	r := f.res[key]
 	if r == nil {

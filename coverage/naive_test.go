@@ -29,6 +29,7 @@ type naiveResource struct {
 	generation  uint64
 	inFlight    map[string]bool
 	checkpoints []naiveCheckpoint // every checkpoint so far, in lineage order
+	diverged    bool              // a fork.diverged came while it was bound (DESIGN §12)
 }
 
 // naiveScan folds events[:n] for key from scratch.
@@ -74,6 +75,8 @@ func naiveScan(events []eventlog.Event, key string, n int) naiveResource {
 					r.checkpoints = append(r.checkpoints, naiveCheckpoint{s.Ref, s.CapturedAt, r.generation})
 				}
 			}
+		case *eventlog.ForkDiverged:
+			r.diverged = r.diverged || r.bound
 		}
 	}
 	return r
@@ -100,7 +103,8 @@ func naiveGeneration(events []eventlog.Event, key string, n int) uint64 {
 // literally): R is covered at N when nothing that advances it is in flight
 // at N and some checkpoint of its generation g exists anywhere in the
 // lineage; the selection is the newest such checkpoint, else the newest
-// checkpoint at or before N, else the initial environment.
+// checkpoint at or before N, else the initial environment. A resource bound
+// when a fork.diverged came is uncovered from then on (DESIGN §12).
 func naivePoint(events []eventlog.Event, n uint64) coverage.Point {
 	p := coverage.Point{Seq: n, Covered: true}
 	for _, key := range naiveKeys(events, int(n)) {
@@ -108,7 +112,7 @@ func naivePoint(events []eventlog.Event, n uint64) coverage.Point {
 		all := naiveScan(events, key, len(events))
 		sel := coverage.Selection{Key: key, Generation: at.generation}
 		var cover *naiveCheckpoint
-		if len(at.inFlight) == 0 {
+		if len(at.inFlight) == 0 && !at.diverged {
 			for i := range all.checkpoints {
 				if all.checkpoints[i].generation == at.generation {
 					cover = &all.checkpoints[i]
@@ -151,4 +155,15 @@ func naiveWindows(events []eventlog.Event) []coverage.Window {
 		out = append(out, byKey[k]...)
 	}
 	return out
+}
+
+// naiveCovered is whether key is covered after the whole lineage, leaving
+// a divergence out: nothing advancing it in flight and a checkpoint of its
+// generation in the lineage.
+func naiveCovered(events []eventlog.Event, key string) bool {
+	all := naiveScan(events, key, len(events))
+	if len(all.inFlight) > 0 {
+		return false
+	}
+	return slices.ContainsFunc(all.checkpoints, func(c naiveCheckpoint) bool { return c.generation == all.generation })
 }

@@ -25,9 +25,16 @@ type Checkpoint struct {
 //     generation (Apply rejects any other), so a checkpoint of the current
 //     generation is never hidden by an older one.
 //
-// The resource is covered after Seq when InFlight is empty and some checkpoint
-// of Generation exists in the lineage — Latest, or one written after Seq
-// before the next generation starts.
+//  4. Diverged is the seq of the fork.diverged (DESIGN §12) after which the
+//     resource may hold effects its lineage no longer records; 0 if none.
+//     Once set it stays set, through later bindings, captures and forks.
+//
+// The resource is covered after Seq when InFlight is empty, Diverged is 0
+// and some checkpoint of Generation exists in the lineage — Latest, or one
+// written after Seq before the next generation starts. A diverged resource
+// still restores exactly what it held (its checkpoints are real), so a
+// kernel deciding whether to capture ignores Diverged; coverage reports it
+// uncovered because its history no longer explains its state.
 type ResourceState struct {
 	Key           string
 	Seq           uint64
@@ -36,6 +43,7 @@ type ResourceState struct {
 	CoverageReuse bool
 	Bound         uint64 // seq of the resource.bound that made the current resource
 	Latest        Checkpoint
+	Diverged      uint64 // seq of the fork.diverged that tainted it; 0 if none
 }
 
 // IndexState is the fold that produces ResourceStates: it holds the newest
@@ -148,6 +156,21 @@ func (s *IndexState) Apply(ev Event) ([]ResourceState, error) {
 		st.Latest = Checkpoint{Ref: p.Ref, At: ev.Seq, Generation: p.Generation}
 		st.Seq = ev.Seq
 		return []ResourceState{st.clone()}, nil
+
+	case *ForkDiverged:
+		// fork.diverged advances nothing and lands nothing (DESIGN §8½): it
+		// only marks every resource bound now, once.
+		var out []ResourceState
+		for _, k := range s.keys {
+			st := s.res[k]
+			if st.Diverged != 0 {
+				continue
+			}
+			st.Diverged = ev.Seq
+			st.Seq = ev.Seq
+			out = append(out, st.clone())
+		}
+		return out, nil
 
 	case *ForkCreated:
 		if len(p.Selections) != len(s.keys) {

@@ -190,6 +190,9 @@ func Checkpoints(events []eventlog.Event, key string) []LineageCheckpoint {
 //     the newest checkpoint at or before n; otherwise the initial
 //     environment.
 //
+// A resource that was bound when a fork.diverged came (DESIGN §12) is
+// uncovered from that event on.
+//
 // To ask about a lineage as it stood when it ended at n, pass events[:n].
 func PointAt(events []eventlog.Event, n uint64) Point {
 	prefix := events[:n]
@@ -197,7 +200,7 @@ func PointAt(events []eventlog.Event, n uint64) Point {
 	for _, key := range BoundKeys(prefix) {
 		sel := Selection{Key: key, Generation: Generation(prefix, key)}
 		cks := Checkpoints(events, key)
-		if len(InFlight(prefix, key)) == 0 {
+		if len(InFlight(prefix, key)) == 0 && !Diverged(prefix, key) {
 			for _, c := range cks {
 				if c.Generation == sel.Generation {
 					sel.Ref, sel.CapturedAt, sel.Covered = c.Ref, c.CapturedAt, true // the newest wins
@@ -215,6 +218,23 @@ func PointAt(events []eventlog.Event, n uint64) Point {
 		pt.Resources = append(pt.Resources, sel)
 	}
 	return pt
+}
+
+// Diverged reports whether a fork.diverged among events came while key was
+// bound (DESIGN §12).
+func Diverged(events []eventlog.Event, key string) bool {
+	bound := false
+	for _, ev := range events {
+		switch p := ev.Data.(type) {
+		case *eventlog.ResourceBound:
+			bound = bound || p.Key == key
+		case *eventlog.ForkDiverged:
+			if bound {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // RealState is the simulated state of key's resource just after event n of

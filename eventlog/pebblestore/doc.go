@@ -102,6 +102,11 @@
 // events cannot be read gets no record, and reading it reports a
 // corruption. A build that reads only format 1 refuses a format 2 store.
 //
+// A checkpoint index value of a resource a fork.diverged marked (DESIGN
+// §12) carries the optional field diverged; values without it read as
+// before. A build older than fork.diverged refuses such a value as
+// corrupt rather than misreading the resource as covered.
+//
 // # Key layout
 //
 // See keys.go: one-byte table tags, then the execution ID, then big-endian

@@ -133,7 +133,8 @@ func TestFormatPinned(t *testing.T) {
 			reflect.TypeFor[header](): {"Agent string agent", "Parent eventlog.ID parent", "At uint64 at,omitempty", "Created int64 created", "Caller eventlog.ID caller,omitempty"},
 			reflect.TypeFor[indexValue](): {"Generation uint64 generation", "InFlight []string in_flight,omitempty",
 				"CoverageReuse bool coverage_reuse,omitempty", "Bound uint64 bound", "Ref string ref,omitempty",
-				"RefAt uint64 ref_at,omitempty", "RefGeneration uint64 ref_generation,omitempty"},
+				"RefAt uint64 ref_at,omitempty", "RefGeneration uint64 ref_generation,omitempty",
+				"Diverged uint64 diverged,omitempty"},
 			reflect.TypeFor[stateValue](): {"Head uint64 head", "Status uint8 status", "Updated time.Time updated,omitempty",
 				"WakeAt time.Time wake_at,omitempty", "Deadline time.Time deadline,omitempty",
 				"Dispatched bool dispatched,omitempty", "Parked bool parked,omitempty", "Approvals []string approvals,omitempty",
@@ -156,6 +157,7 @@ func TestFormatPinned(t *testing.T) {
 			{&header{Agent: "a"}, []string{"agent", "created", "parent"}},
 			{goldenIndexValue(), []string{"bound", "coverage_reuse", "generation", "in_flight", "ref", "ref_at", "ref_generation"}},
 			{&indexValue{}, []string{"bound", "generation"}},
+			{&indexValue{Diverged: 9}, []string{"bound", "diverged", "generation"}},
 			{goldenStateValue(), []string{"approvals", "deadline", "dispatched", "head", "parked", "requests", "status", "updated", "wake_at"}},
 			{&stateValue{}, []string{"head", "status"}},
 		} {

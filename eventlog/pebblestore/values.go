@@ -37,6 +37,7 @@ type indexValue struct {
 	Ref           string   `msgpack:"ref,omitempty"`
 	RefAt         uint64   `msgpack:"ref_at,omitempty"`
 	RefGeneration uint64   `msgpack:"ref_generation,omitempty"`
+	Diverged      uint64   `msgpack:"diverged,omitempty"` // absent in values written before fork.diverged existed
 }
 
 // stateValue is the mutable state record of one execution (store format
@@ -141,6 +142,7 @@ func encodeIndexValue(st eventlog.ResourceState) ([]byte, error) {
 		Ref:           st.Latest.Ref,
 		RefAt:         st.Latest.At,
 		RefGeneration: st.Latest.Generation,
+		Diverged:      st.Diverged,
 	})
 }
 
@@ -157,6 +159,7 @@ func decodeIndexValue(key string, seq uint64, b []byte) (eventlog.ResourceState,
 		CoverageReuse: v.CoverageReuse,
 		Bound:         v.Bound,
 		Latest:        eventlog.Checkpoint{Ref: v.Ref, At: v.RefAt, Generation: v.RefGeneration},
+		Diverged:      v.Diverged,
 	}, nil
 }
 

@@ -21,7 +21,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -238,6 +238,11 @@ var migrations = []func(schema string) []string{
 	// prefix it keeps for its forks in deleted_kept; NULL: not deleted.
 	func(sc string) []string {
 		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN deleted_kept bigint`}
+	},
+	// Version 3: fork.diverged (DESIGN §12). An index row of a resource a
+	// fork.diverged marked keeps that event's seq; 0: not diverged.
+	func(sc string) []string {
+		return []string{`ALTER TABLE ` + sc + `.resource_states ADD COLUMN diverged bigint NOT NULL DEFAULT 0`}
 	},
 }
 

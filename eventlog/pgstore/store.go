@@ -339,10 +339,10 @@ func (s *Store) queueState(b *pgx.Batch, id eventlog.ID, st eventlog.ResourceSta
 	if inFlight == nil {
 		inFlight = []string{}
 	}
-	b.Queue(`INSERT INTO `+s.q.states+` (execution, key, seq, generation, in_flight, coverage_reuse, bound, latest_ref, latest_at, latest_gen)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	b.Queue(`INSERT INTO `+s.q.states+` (execution, key, seq, generation, in_flight, coverage_reuse, bound, latest_ref, latest_at, latest_gen, diverged)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 		id[:], st.Key, int64(st.Seq), int64(st.Generation), inFlight, st.CoverageReuse, int64(st.Bound),
-		st.Latest.Ref, int64(st.Latest.At), int64(st.Latest.Generation))
+		st.Latest.Ref, int64(st.Latest.At), int64(st.Latest.Generation), int64(st.Diverged))
 }
 
 // indexAt returns a fold of id's index as of head, from the cache or the
@@ -561,7 +561,7 @@ func (s *Store) ResourceStates(ctx context.Context, id eventlog.ID, at uint64) (
 	return s.resourceStates(ctx, s.pool, segs, at)
 }
 
-const stateCols = `key, seq, generation, in_flight, coverage_reuse, bound, latest_ref, latest_at, latest_gen`
+const stateCols = `key, seq, generation, in_flight, coverage_reuse, bound, latest_ref, latest_at, latest_gen, diverged`
 
 // resourceStates reads the newest state at or before at of every resource
 // of the lineage segs. The segment holding at has an entry for every
@@ -609,18 +609,19 @@ func scanStates(id eventlog.ID, rows pgx.Rows) ([]eventlog.ResourceState, error)
 	var out []eventlog.ResourceState
 	for rows.Next() {
 		var (
-			st                                   eventlog.ResourceState
-			seq, gen, bound, latestAt, latestGen int64
+			st                                             eventlog.ResourceState
+			seq, gen, bound, latestAt, latestGen, diverged int64
 		)
-		if err := rows.Scan(&st.Key, &seq, &gen, &st.InFlight, &st.CoverageReuse, &bound, &st.Latest.Ref, &latestAt, &latestGen); err != nil {
+		if err := rows.Scan(&st.Key, &seq, &gen, &st.InFlight, &st.CoverageReuse, &bound, &st.Latest.Ref, &latestAt, &latestGen, &diverged); err != nil {
 			return nil, err
 		}
-		if seq <= 0 || gen < 0 || bound < 0 || latestAt < 0 || latestGen < 0 || latestGen > gen {
+		if seq <= 0 || gen < 0 || bound < 0 || latestAt < 0 || latestGen < 0 || latestGen > gen || diverged < 0 || diverged > seq {
 			return nil, &eventlog.CorruptionError{Execution: id, Seq: uint64(max(seq, 0)), What: "index entry of " + st.Key,
 				Err: fmt.Errorf("generation %d, bound %d, latest %d at %d", gen, bound, latestGen, latestAt)}
 		}
 		st.Seq, st.Generation, st.Bound = uint64(seq), uint64(gen), uint64(bound)
 		st.Latest.At, st.Latest.Generation = uint64(latestAt), uint64(latestGen)
+		st.Diverged = uint64(diverged)
 		if len(st.InFlight) == 0 {
 			st.InFlight = nil
 		}
