@@ -27,6 +27,23 @@
 // existing event changed (DESIGN §8.7). Resources are not touched: the SDK
 // creates each one lazily from its selection when the fork first runs.
 //
+// # Editing
+//
+// Options of [Create] edit the fork (DESIGN §12) for any kernel, with or
+// without the SDK: [WithInput] records a new handler input in
+// fork.created; [WithOverride] records a result the fork replays instead of
+// the recorded one, and requires the fork point to be the overridden step's
+// terminal event ([CheckOverrides] says exactly what is allowed); a fork of
+// an edited fork inherits its overrides, the newest per step winning (the
+// replay fold applies them). [RequireCovered] refuses an uncovered point
+// with [coverage.ErrUncovered]. Bad options write nothing.
+//
+// A fork with a new input may take another path than its prefix: when its
+// run makes a live call while recorded steps of the prefix remain
+// unconsumed, the kernel appends fork.diverged, and coverage reports every
+// resource bound then uncovered from that event on, in the fork and in its
+// forks: the restored state may hold effects the new run no longer makes.
+//
 // An uncovered fork still works: results recorded after the restored
 // checkpoint replay even though the restored state lacks their changes. That
 // is the documented trade-off; [Plan.Covered] tells the user before they
