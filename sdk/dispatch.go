@@ -48,6 +48,10 @@ type dispatch struct {
 	recorded int
 	consumed map[string]bool
 	pos      *positions // call positions and Strict's checks (DESIGN §15)
+	// newInput reports a lineage that a fork.created gave a new input
+	// (DESIGN §12): its run may leave recorded steps of its prefix behind,
+	// which divergedLocked records.
+	newInput bool
 
 	// calls counts the calls (do, obtain) in progress; once ended is set
 	// no call joins, and the dispatch waits for those in progress before it
@@ -598,6 +602,12 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		d.mu.Unlock()
 		return nil, time.Time{}, err
 	}
+	if p := d.divergedLocked(); p != nil {
+		if err := d.appendLocked(false, p); err != nil {
+			d.mu.Unlock()
+			return nil, time.Time{}, err
+		}
+	}
 	started := &eventlog.StepStarted{
 		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args,
 		Resources: c.affects, Idempotency: c.idem, Attempt: attempt,
@@ -663,6 +673,31 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	}
 	res, err := liveOutcome(stepID, c.target, terminal)
 	return res, time.Time{}, err
+}
+
+// divergedLocked returns the fork.diverged to append before a live call
+// (DESIGN §12), or nil: in a fork whose lineage got a new input, the first
+// live call made while recorded steps of the prefix (at or before the
+// newest fork point) remain unconsumed by this dispatch is recorded once,
+// naming them in lineage order. d.mu is held.
+func (d *dispatch) divergedLocked() eventlog.Payload {
+	if !d.newInput || d.state.ForkAt == 0 || d.state.DivergedAt != 0 {
+		return nil
+	}
+	var ids []string
+	for _, st := range d.pos.steps {
+		seq := st.StartedAt
+		if seq == 0 {
+			seq = st.EndedAt // denied: it never started
+		}
+		if seq <= d.state.ForkAt && !d.consumed[st.ID] {
+			ids = append(ids, st.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return &eventlog.ForkDiverged{Unconsumed: ids}
 }
 
 func runBody(ctx context.Context, body func(context.Context) ([]byte, error)) (res []byte, err error, panicked bool) {

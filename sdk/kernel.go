@@ -18,7 +18,6 @@ import (
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/eventlog/pgstore"
-	"github.com/forkline/forkline/fork"
 	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/replay"
 )
@@ -403,21 +402,13 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 		if e, ok := editedFork(ev); ok {
 			edited = e
 		}
+		if fc, ok := ev.Data.(*eventlog.ForkCreated); ok && len(fc.Input) > 0 {
+			d.newInput = true
+		}
 	}
 	d.recorded = len(d.state.Steps())
 	d.pos = newPositions(d.state, k.strict, edited)
 	return d, nil
-}
-
-// Fork creates a fork of execution id at event at (DESIGN §5): a new
-// execution that replays events 1..at and restores each resource from its
-// selection on first use. Run it with Run.
-func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64) (eventlog.ID, error) {
-	fid, _, err := fork.Create(ctx, k.log, id, at, k.now())
-	if err == nil {
-		k.tel.forked(ctx)
-	}
-	return fid, err
 }
 
 // Coverage says whether a fork at event at of execution id would restore

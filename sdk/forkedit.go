@@ -1,0 +1,224 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/fork"
+	"github.com/forkline/forkline/replay"
+)
+
+// ErrUncovered is wrapped by the error of a fork made with [RequireCovered]
+// at an uncovered point, and of [Kernel.LatestCovered] when no point is
+// covered (DESIGN §12). It is coverage.ErrUncovered.
+var ErrUncovered = coverage.ErrUncovered
+
+// ForkOption edits a fork made by [Kernel.Fork] (DESIGN §12).
+type ForkOption func(*forkEdit) error
+
+// forkEdit is what the ForkOptions of one Fork asked for.
+type forkEdit struct {
+	input    any
+	hasInput bool
+	results  []forkResult
+	covered  bool
+}
+
+// forkResult is one WithResult.
+type forkResult struct {
+	stepID string
+	value  any
+}
+
+// WithInput gives the fork a new input: its handler gets v instead of the
+// lineage's input (recorded in fork.created's Input). A fork at seq 1 or 2
+// is a clean re-run with v. At a later point, recorded steps whose identity
+// is unchanged replay and the rest run live; when the run makes a live call
+// while recorded steps of the prefix remain unconsumed, the kernel appends
+// fork.diverged{Unconsumed} once, and [Kernel.Coverage] reports every
+// resource bound then uncovered from that event on: the restored state may
+// hold effects the new run no longer makes. A fork of such a fork is
+// checked the same way.
+//
+// v must encode, and decode into the agent's input type when the agent is
+// registered with this kernel; otherwise Fork returns an error wrapping
+// [ErrInvalid] and writes nothing. Strict is off in a fork with a new input.
+func WithInput(v any) ForkOption {
+	return func(e *forkEdit) error {
+		e.input, e.hasInput = v, true
+		return nil
+	}
+}
+
+// WithResult makes the fork replay v as the result of step stepID (a
+// StepID, as the CLI and the timeline show it): edit a tool's output, or an
+// LLM reply. For an LLM call v replaces the response body and the recorded
+// status and headers stay: a []byte, string or json.RawMessage v is the
+// body as is, any other v is encoded as JSON. For other steps v is encoded
+// as the step's result, as the body's return value would be.
+//
+// The fork point must be the step's terminal event (its step.succeeded, or
+// its final step.failed — v then replaces the failure), so a covered point
+// restores the state right after the edited step. With several WithResult
+// the fork point is the terminal event of the one that ended first, and
+// none of the others may be running there. A fork of an edited fork
+// inherits its overrides, the newest per step winning. A step the lineage
+// never ran or that has not ended, a wrong fork point, a v that does not
+// encode, or the same step twice is an error wrapping [ErrInvalid], and
+// nothing is written. Strict is off in an edited fork.
+func WithResult(stepID string, v any) ForkOption {
+	return func(e *forkEdit) error {
+		if stepID == "" {
+			return fmt.Errorf("%w: WithResult of an empty step ID", ErrInvalid)
+		}
+		for _, r := range e.results {
+			if r.stepID == stepID {
+				return fmt.Errorf("%w: WithResult of step %s twice", ErrInvalid, stepID)
+			}
+		}
+		e.results = append(e.results, forkResult{stepID: stepID, value: v})
+		return nil
+	}
+}
+
+// RequireCovered makes Fork refuse an uncovered fork point — one where some
+// resource would not be restored exactly — with an error wrapping
+// [ErrUncovered], writing nothing. [Kernel.LatestCovered] finds a point
+// that is covered.
+func RequireCovered() ForkOption {
+	return func(e *forkEdit) error {
+		e.covered = true
+		return nil
+	}
+}
+
+// Fork creates a fork of execution id at event at (DESIGN §5): a new
+// execution that replays events 1..at and restores each resource from its
+// selection on first use. Run it with Run. opts edit the fork (DESIGN
+// §12): [WithInput], [WithResult], [RequireCovered]. Bad input — at 0 or
+// past the head, an unknown execution, an option the lineage does not allow
+// — returns an error and writes nothing.
+func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...ForkOption) (eventlog.ID, error) {
+	var e forkEdit
+	for _, opt := range opts {
+		if opt == nil {
+			return eventlog.ID{}, fmt.Errorf("%w: nil fork option", ErrInvalid)
+		}
+		if err := opt(&e); err != nil {
+			return eventlog.ID{}, err
+		}
+	}
+	fopts, err := k.forkOptions(ctx, id, e)
+	if err != nil {
+		return eventlog.ID{}, err
+	}
+	fid, _, err := fork.Create(ctx, k.log, id, at, k.now(), fopts...)
+	if err == nil {
+		k.tel.forked(ctx)
+	}
+	return fid, err
+}
+
+// forkOptions encodes e's values into fork.Options.
+func (k *Kernel) forkOptions(ctx context.Context, id eventlog.ID, e forkEdit) ([]fork.Option, error) {
+	var out []fork.Option
+	if e.hasInput {
+		in, err := k.forkInput(ctx, id, e.input)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fork.WithInput(in))
+	}
+	if len(e.results) > 0 {
+		st, err := replay.Fold(k.log.Events(ctx, id, 1))
+		if err != nil {
+			return nil, fmt.Errorf("sdk: fork of %s: %w", id, err)
+		}
+		for _, r := range e.results {
+			res, err := overrideResult(st, r)
+			if err != nil {
+				return nil, fmt.Errorf("%w: sdk: fork of %s: %v", ErrInvalid, id, err)
+			}
+			out = append(out, fork.WithOverride(r.stepID, res))
+		}
+	}
+	if e.covered {
+		out = append(out, fork.RequireCovered())
+	}
+	return out, nil
+}
+
+// forkInput encodes a fork's new input and, when id's agent is
+// registered, checks that it decodes into the agent's input type.
+func (k *Kernel) forkInput(ctx context.Context, id eventlog.ID, v any) ([]byte, error) {
+	in, err := encodeValue(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sdk: fork of %s: input does not encode: %v", ErrInvalid, id, err)
+	}
+	info, err := k.log.Info(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: fork of %s: %w", id, err)
+	}
+	k.mu.Lock()
+	r, ok := k.mu.agents[info.Agent]
+	k.mu.Unlock()
+	if ok {
+		if err := r.check(in); err != nil {
+			return nil, fmt.Errorf("%w: sdk: fork of %s: agent %q: %v", ErrInvalid, id, info.Agent, err)
+		}
+	}
+	return in, nil
+}
+
+// overrideResult encodes r's value as the recorded result of its step in
+// the lineage st: for an LLM call, the recorded response with v as its
+// body.
+func overrideResult(st *replay.State, r forkResult) ([]byte, error) {
+	rec, ok := st.Step(r.stepID)
+	if !ok {
+		return nil, fmt.Errorf("override of step %s, which the lineage never ran", r.stepID)
+	}
+	if rec.Kind != eventlog.StepLLM {
+		b, err := encodeValue(r.value)
+		if err != nil {
+			return nil, fmt.Errorf("result of step %s does not encode: %v", r.stepID, err)
+		}
+		return b, nil
+	}
+	if rec.Status != replay.StepSucceeded {
+		return nil, fmt.Errorf("override of LLM call %s, which has no recorded response (it is %s)", r.stepID, rec.Status)
+	}
+	var resp llmResult
+	if err := json.Unmarshal(rec.Result, &resp); err != nil {
+		return nil, fmt.Errorf("recorded response of LLM call %s does not decode: %v", r.stepID, err)
+	}
+	switch v := r.value.(type) {
+	case []byte:
+		resp.Body = v
+	case json.RawMessage:
+		resp.Body = v
+	case string:
+		resp.Body = []byte(v)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("body of LLM call %s does not encode: %v", r.stepID, err)
+		}
+		resp.Body = b
+	}
+	b, err := encodeValue(resp)
+	if err != nil {
+		return nil, fmt.Errorf("response of LLM call %s does not encode: %v", r.stepID, err)
+	}
+	return b, nil
+}
+
+// LatestCovered returns the newest seq at or before at whose fork point is
+// covered — where a fork restores every resource exactly — or 0 and an
+// error wrapping [ErrUncovered] when there is none. at must be in 1..head.
+func (k *Kernel) LatestCovered(ctx context.Context, id eventlog.ID, at uint64) (uint64, error) {
+	return coverage.LatestCovered(ctx, k.log, id, at)
+}
