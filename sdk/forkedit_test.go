@@ -1,0 +1,506 @@
+package sdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/internal/testdriver"
+	"github.com/forkline/forkline/sdk"
+	"github.com/google/go-cmp/cmp"
+)
+
+// tagged is the input of the edit agent.
+type tagged struct{ Tag string }
+
+// registerEdit registers agent "a": it obtains resource ws, greets its
+// tag (a tool that writes a file), then works twice, and returns what the
+// greeting and the work returned.
+func registerEdit(drv *testdriver.Driver) func(*sdk.Kernel) {
+	return func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, in tagged) (string, error) {
+			ws, err := sdk.Resource(ctx, "ws", drv)
+			if err != nil {
+				return "", err
+			}
+			greet := sdk.DefineTool("greet", func(ctx context.Context, tag string) (string, error) {
+				return "hello " + tag, ws.WriteFile("greet", []byte(tag))
+			}, sdk.Affects("ws"))
+			work := sdk.DefineTool("work", func(ctx context.Context, n int) (int, error) {
+				return 10 * n, ws.WriteFile(fmt.Sprint("work", n), nil)
+			}, sdk.Affects("ws"))
+			g, err := greet.Call(ctx, in.Tag)
+			if err != nil {
+				return "", err
+			}
+			a, err := work.Call(ctx, 1)
+			if err != nil {
+				return "", err
+			}
+			b, err := work.Call(ctx, 2)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s %d %d", g, a, b), nil
+		})
+	}
+}
+
+// stepEvents returns the StepID of the n-th step.started of target in evs
+// (from 0) and the seq of its step.succeeded.
+func stepEvents(t *testing.T, evs []eventlog.Event, target string, n int) (string, uint64) {
+	t.Helper()
+	id := ""
+	for _, ev := range evs {
+		switch p := ev.Data.(type) {
+		case *eventlog.StepStarted:
+			if p.Target == target && id == "" {
+				if n == 0 {
+					id = p.StepID
+				}
+				n--
+			}
+		case *eventlog.StepSucceeded:
+			if id != "" && p.StepID == id {
+				return id, ev.Seq
+			}
+		}
+	}
+	t.Fatalf("no succeeded step %d of %q", n, target)
+	return "", 0
+}
+
+// describeEdit renders an event for the tests of this file: describe, plus
+// the fork.created edit and fork.diverged's steps.
+func describeEdit(ev eventlog.Event) string {
+	switch p := ev.Data.(type) {
+	case *eventlog.ForkCreated:
+		s := fmt.Sprintf("fork at=%d", p.At)
+		if len(p.Input) > 0 {
+			s += " input=" + string(p.Input)
+		}
+		for _, o := range p.Overrides {
+			s += fmt.Sprintf(" override=%s:%s", o.StepID[:8], o.Result)
+		}
+		return s
+	case *eventlog.ForkDiverged:
+		s := "diverged"
+		for _, id := range p.Unconsumed {
+			s += " " + id[:8]
+		}
+		return s
+	case *eventlog.StepSucceeded:
+		return "succeeded " + string(p.Result)
+	}
+	return describe(ev)
+}
+
+func describeEdits(evs []eventlog.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = describeEdit(ev)
+	}
+	return out
+}
+
+// runEditParent runs agent "a" with tag x to completion.
+func runEditParent(t *testing.T) (*sdk.Kernel, *testdriver.Driver, eventlog.ID, []eventlog.Event) {
+	t.Helper()
+	drv := testdriver.New()
+	k := newKernel(t, newStore(t), registerEdit(drv))
+	id, err := k.Start(context.Background(), "a", tagged{Tag: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	return k, drv, id, events(t, k, id)
+}
+
+// TestForkWithResult: a fork at a step's terminal event with WithResult
+// records the override in fork.created and replays it as the step's
+// result; the restored workspace is the state right after the step
+// (DESIGN §12).
+func TestForkWithResult(t *testing.T) {
+	ctx := context.Background()
+	k, drv, parent, pevs := runEditParent(t)
+	workID, at := stepEvents(t, pevs, "work", 0)
+	fid, err := k.Fork(ctx, parent, at, sdk.WithResult(workID, 99))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := res.Decode(&out); err != nil || out != "hello x 99 20" {
+		t.Fatalf("output %q, %v; want the overridden work result", out, err)
+	}
+	got := describeEdits(events(t, k, fid)[at:])
+	want := []string{
+		fmt.Sprintf("fork at=%d override=%s:99", at, workID[:8]),
+		"dispatch 2", // the count is lineage-wide
+		"bound ws from=" + restoredRef(t, k, fid) + " every=1",
+		"started tool work affects=ws", "succeeded 20", "captured ws steps gen=5",
+		"completed",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("fork events (-want +got):\n%s", diff)
+	}
+	// The restored workspace held the state right after the edited step.
+	b := boundRef(t, k, fid)
+	files, ok := drv.Restore(b)
+	if !ok || files["work1"] != "" || len(files) != 2 {
+		t.Fatalf("restored %v (%v), want greet and work1", files, ok)
+	}
+}
+
+// restoredRef returns the From of fid's own resource.bound.
+func restoredRef(t *testing.T, k *sdk.Kernel, fid eventlog.ID) string {
+	t.Helper()
+	return boundRef(t, k, fid)
+}
+
+// boundRef returns the From of the newest resource.bound of fid.
+func boundRef(t *testing.T, k *sdk.Kernel, fid eventlog.ID) string {
+	t.Helper()
+	from := ""
+	for _, ev := range events(t, k, fid) {
+		if p, ok := ev.Data.(*eventlog.ResourceBound); ok {
+			from = p.From
+		}
+	}
+	return from
+}
+
+// TestForkWithResultInherited: a fork of an edited fork inherits its
+// override, and a newer override of the same step wins.
+func TestForkWithResultInherited(t *testing.T) {
+	ctx := context.Background()
+	k, _, parent, pevs := runEditParent(t)
+	workID, at := stepEvents(t, pevs, "work", 0)
+	f1, err := k.Fork(ctx, parent, at, sdk.WithResult(workID, 99))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A plain fork of f1 at its fork.created inherits the override.
+	f2, err := k.Fork(ctx, f1, at+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fork of f1 at the same terminal event overrides it again.
+	f3, err := k.Fork(ctx, f1, at, sdk.WithResult(workID, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id   eventlog.ID
+		want string
+	}{{f2, "hello x 99 20"}, {f3, "hello x 7 20"}} {
+		res, err := k.Run(ctx, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		if err := res.Decode(&out); err != nil || out != c.want {
+			t.Errorf("fork %s: output %q, %v; want %q", c.id, out, err, c.want)
+		}
+	}
+}
+
+// TestForkEditRefused: bad edits return a clear error wrapping ErrInvalid
+// (or ErrUncovered) and write nothing: no execution, no event.
+func TestForkEditRefused(t *testing.T) {
+	ctx := context.Background()
+	k, _, parent, pevs := runEditParent(t)
+	greetID, greetEnd := stepEvents(t, pevs, "greet", 0)
+	workID, workEnd := stepEvents(t, pevs, "work", 0)
+	before, err := k.List(ctx, sdk.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		at   uint64
+		opts []sdk.ForkOption
+		is   error
+	}{
+		{"at not the terminal event", workEnd - 1, []sdk.ForkOption{sdk.WithResult(workID, 1)}, sdk.ErrInvalid},
+		{"at after the terminal event", workEnd + 1, []sdk.ForkOption{sdk.WithResult(workID, 1)}, sdk.ErrInvalid},
+		{"not the earliest override", workEnd, []sdk.ForkOption{sdk.WithResult(workID, 1), sdk.WithResult(greetID, "g")}, sdk.ErrInvalid},
+		{"unknown step", workEnd, []sdk.ForkOption{sdk.WithResult("nosuchstep", 1)}, sdk.ErrInvalid},
+		{"value that does not encode", workEnd, []sdk.ForkOption{sdk.WithResult(workID, make(chan int))}, sdk.ErrInvalid},
+		{"same step twice", workEnd, []sdk.ForkOption{sdk.WithResult(workID, 1), sdk.WithResult(workID, 2)}, sdk.ErrInvalid},
+		{"input of the wrong type", greetEnd, []sdk.ForkOption{sdk.WithInput(42)}, sdk.ErrInvalid},
+		{"input that does not encode", greetEnd, []sdk.ForkOption{sdk.WithInput(func() {})}, sdk.ErrInvalid},
+		{"nil option", greetEnd, []sdk.ForkOption{nil}, sdk.ErrInvalid},
+		{"uncovered point", greetEnd - 1, []sdk.ForkOption{sdk.RequireCovered()}, sdk.ErrUncovered},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := k.Fork(ctx, parent, c.at, c.opts...)
+			if !errors.Is(err, c.is) {
+				t.Fatalf("Fork: %v, want %v", err, c.is)
+			}
+			t.Log(err)
+		})
+	}
+	after, err := k.List(ctx, sdk.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("%d executions after refused forks, want %d", len(after), len(before))
+	}
+	if got := events(t, k, parent); len(got) != len(pevs) {
+		t.Fatalf("parent has %d events, want %d", len(got), len(pevs))
+	}
+	// The covered point is accepted with RequireCovered.
+	if _, err := k.Fork(ctx, parent, greetEnd+1, sdk.RequireCovered()); err != nil {
+		t.Fatalf("RequireCovered at the covered seq %d: %v", greetEnd+1, err)
+	}
+}
+
+// TestForkWithResultNotEnded: a step that started and never ended (an
+// orphan) cannot be overridden.
+func TestForkWithResultNotEnded(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	k := newKernel(t, st, func(*sdk.Kernel) {})
+	id, err := st.Create(ctx, &eventlog.ExecutionCreated{Agent: "a", Input: []byte("{}")}, testTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, id, 1,
+		eventlog.Event{Seq: 2, Time: testTime, Data: &eventlog.DispatchStarted{Dispatch: 1}},
+		eventlog.Event{Seq: 3, Time: testTime, Data: &eventlog.StepStarted{StepID: "s1", StepKind: eventlog.StepTool, Target: "t", Idempotency: eventlog.SafeToRetry, Attempt: 1}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	_, err = k.Fork(ctx, id, 3, sdk.WithResult("s1", 1))
+	if !errors.Is(err, sdk.ErrInvalid) {
+		t.Fatalf("Fork: %v, want ErrInvalid", err)
+	}
+	if h, _ := st.Head(ctx, id); h != 3 {
+		t.Fatalf("head %d, want 3", h)
+	}
+}
+
+// TestForkWithInputDiverges: a fork with a new input replays the recorded
+// steps whose identity is unchanged; its first live call, made while
+// recorded steps of the prefix remain unconsumed, is preceded by
+// fork.diverged naming them, once; coverage reports the fork uncovered
+// from that event on (DESIGN §12).
+func TestForkWithInputDiverges(t *testing.T) {
+	ctx := context.Background()
+	k, _, parent, pevs := runEditParent(t)
+	greetID, _ := stepEvents(t, pevs, "greet", 0)
+	workID, at := stepEvents(t, pevs, "work", 0)
+	fid, err := k.Fork(ctx, parent, at, sdk.WithInput(tagged{Tag: "y"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := res.Decode(&out); err != nil || out != "hello y 10 20" {
+		t.Fatalf("output %q, %v", out, err)
+	}
+	evs := events(t, k, fid)
+	got := describeEdits(evs[at:])
+	want := []string{
+		fmt.Sprintf(`fork at=%d input={"Tag":"y"}`, at),
+		"dispatch 2",
+		"bound ws from=" + boundRef(t, k, fid) + " every=1",
+		// greet("y") is new; greet("x") and work(1) were not consumed yet.
+		"diverged " + greetID[:8] + " " + workID[:8],
+		"started tool greet affects=ws", `succeeded "hello y"`, "captured ws steps gen=5",
+		// work(1) replays; work(2) runs live without a second fork.diverged.
+		"started tool work affects=ws", "succeeded 20", "captured ws steps gen=6",
+		"completed",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("fork events (-want +got):\n%s", diff)
+	}
+	diverged := uint64(0)
+	for _, ev := range evs {
+		if ev.Kind() == eventlog.KindForkDiverged {
+			diverged = ev.Seq
+		}
+	}
+	for seq := uint64(at + 1); seq <= uint64(len(evs)); seq++ {
+		p, err := k.Coverage(ctx, fid, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Covered != (seq < diverged) {
+			t.Errorf("Coverage(fork, %d).Covered = %t; fork.diverged is at %d", seq, p.Covered, diverged)
+		}
+	}
+	latest, err := k.LatestCovered(ctx, fid, uint64(len(evs)))
+	if err != nil || latest != diverged-1 {
+		t.Fatalf("LatestCovered = %d, %v; want %d", latest, err, diverged-1)
+	}
+	// A fork of the fork past the divergence is uncovered from its start.
+	p, err := k.Coverage(ctx, fid, uint64(len(evs)))
+	if err != nil || p.Covered {
+		t.Fatalf("Coverage at the fork's head: %+v, %v", p, err)
+	}
+	if _, err := k.Fork(ctx, fid, uint64(len(evs)), sdk.RequireCovered()); !errors.Is(err, sdk.ErrUncovered) {
+		t.Fatalf("RequireCovered past the divergence: %v", err)
+	}
+}
+
+// TestForkWithInputAtStart: at seq 1 or 2 a fork with a new input is a
+// clean re-run: every call runs live and nothing diverges.
+func TestForkWithInputAtStart(t *testing.T) {
+	ctx := context.Background()
+	k, _, parent, _ := runEditParent(t)
+	for _, at := range []uint64{1, 2} {
+		fid, err := k.Fork(ctx, parent, at, sdk.WithInput(tagged{Tag: "z"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Run(ctx, fid); err != nil {
+			t.Fatal(err)
+		}
+		got := describeEdits(events(t, k, fid)[at:])
+		want := []string{
+			fmt.Sprintf(`fork at=%d input={"Tag":"z"}`, at),
+			fmt.Sprintf("dispatch %d", at), // at 1 no dispatch is inherited
+			"bound ws every=1", "captured ws baseline gen=1",
+			"started tool greet affects=ws", `succeeded "hello z"`, "captured ws steps gen=2",
+			"started tool work affects=ws", "succeeded 10", "captured ws steps gen=3",
+			"started tool work affects=ws", "succeeded 20", "captured ws steps gen=4",
+			"completed",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("fork at %d (-want +got):\n%s", at, diff)
+		}
+	}
+}
+
+// TestForkWithSameInput: a fork with WithInput of the recorded input
+// appends the same events after fork.created as a plain fork.
+func TestForkWithSameInput(t *testing.T) {
+	ctx := context.Background()
+	k, _, parent, pevs := runEditParent(t)
+	for at := uint64(1); at <= uint64(len(pevs)-1); at++ {
+		plain, err := k.Fork(ctx, parent, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same, err := k.Fork(ctx, parent, at, sdk.WithInput(tagged{Tag: "x"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []eventlog.ID{plain, same} {
+			if _, err := k.Run(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, b := events(t, k, plain)[at+1:], events(t, k, same)[at+1:]
+		if diff := cmp.Diff(describeAll(a), describeAll(b)); diff != "" {
+			t.Fatalf("fork at %d: plain (-) and same input (+) differ:\n%s", at, diff)
+		}
+	}
+}
+
+// TestForkWithResultLLM: for an LLM call, WithResult replaces the
+// response body; the recorded status and headers stay.
+func TestForkWithResultLLM(t *testing.T) {
+	ctx := context.Background()
+	srv := newLLMServer(t)
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			return askLLM(ctx, srv)
+		})
+	})
+	id, err := k.Start(ctx, "a", none{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, k, id)
+	var stepID string
+	var at uint64
+	for _, ev := range evs {
+		if p, ok := ev.Data.(*eventlog.StepSucceeded); ok {
+			stepID, at = p.StepID, ev.Seq
+		}
+	}
+	fid, err := k.Fork(ctx, id, at, sdk.WithResult(stepID, json.RawMessage(`{"reply":"edited"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := res.Decode(&out); err != nil || out != `200 text/x-test {"reply":"edited"}` {
+		t.Fatalf("output %q, %v", out, err)
+	}
+}
+
+// TestForkNoEdit: Fork without options writes a fork.created without
+// Input or Overrides, as before.
+func TestForkNoEdit(t *testing.T) {
+	ctx := context.Background()
+	k, _, parent, _ := runEditParent(t)
+	fid, err := k.Fork(ctx, parent, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := events(t, k, fid)[3].Data.(*eventlog.ForkCreated)
+	if fc.Input != nil || fc.Overrides != nil || fc.Parent != parent || fc.At != 3 {
+		t.Fatalf("fork.created %+v", fc)
+	}
+}
+
+// testTime is the time of hand-written events.
+var testTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newLLMServer serves a fixed reply with a custom content type.
+func newLLMServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/x-test")
+		_, _ = io.WriteString(w, `{"reply":"recorded"}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// askLLM posts one request through sdk.Transport and returns the status,
+// content type and body it got.
+func askLLM(ctx context.Context, srv *httptest.Server) (string, error) {
+	c := &http.Client{Transport: sdk.Transport(nil)}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat", strings.NewReader(`{"model":"m","q":"hi"}`))
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b), nil
+}
