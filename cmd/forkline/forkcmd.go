@@ -1,18 +1,72 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/fork"
+	"github.com/forkline/forkline/sdk"
 )
 
 // now is the clock of the events the command writes; tests replace it.
 var now = time.Now
 
-func cmdFork(e *env, idArg, seqArg string) error {
+// forkEdit is what the fork command's flags ask of the fork (DESIGN §12).
+type forkEdit struct {
+	input          string   // --input JSON; "" for none
+	results        []string // --result STEPID=JSON, each as given
+	requireCovered bool     // --require-covered
+}
+
+// addResult is the --result flag: it may be given many times.
+func (f *forkEdit) addResult(v string) error {
+	f.results = append(f.results, v)
+	return nil
+}
+
+// options turns the flags into sdk fork options, refusing JSON that does
+// not parse.
+func (f *forkEdit) options() ([]sdk.ForkOption, error) {
+	var opts []sdk.ForkOption
+	if f.input != "" {
+		if !json.Valid([]byte(f.input)) {
+			return nil, inputErrorf("fork: --input %q is not JSON", f.input)
+		}
+		opts = append(opts, sdk.WithInput(json.RawMessage(f.input)))
+	}
+	for _, r := range f.results {
+		step, value, ok := strings.Cut(r, "=")
+		if !ok || step == "" {
+			return nil, inputErrorf("fork: --result %q: want STEPID=JSON", r)
+		}
+		if !json.Valid([]byte(value)) {
+			return nil, inputErrorf("fork: --result %s: %q is not JSON", step, value)
+		}
+		opts = append(opts, sdk.WithResult(step, json.RawMessage(value)))
+	}
+	if f.requireCovered {
+		opts = append(opts, sdk.RequireCovered())
+	}
+	return opts, nil
+}
+
+// cmdClock is the kernel clock of the commands that write: now.
+type cmdClock struct{}
+
+func (cmdClock) Now() time.Time                         { return now() }
+func (cmdClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func cmdFork(e *env, idArg, seqArg string, edit forkEdit) error {
+	opts, err := edit.options()
+	if err != nil {
+		return err
+	}
 	return withLog(e, func(s logStore) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
@@ -22,7 +76,7 @@ func cmdFork(e *env, idArg, seqArg string) error {
 		if err != nil {
 			return err
 		}
-		id, plan, err := fork.Create(e.ctx, s, info.ID, seq, now())
+		id, plan, err := forkWith(e, s, info.ID, seq, opts)
 		if err != nil {
 			return err
 		}
@@ -57,4 +111,41 @@ func dirFlag(e *env) string {
 		out += " --db " + redactURL(e.opts.db)
 	}
 	return out
+}
+
+// forkWith forks parent at seq through the SDK (which encodes the edits as
+// a kernel running the agent would) and returns the plan the fork recorded.
+// An edit the lineage does not allow, or an uncovered point under
+// --require-covered, is bad input: nothing was written.
+func forkWith(e *env, s logStore, parent eventlog.ID, seq uint64, opts []sdk.ForkOption) (eventlog.ID, fork.Plan, error) {
+	k, err := sdk.New(s, sdk.WithClock(cmdClock{}))
+	if err != nil {
+		return eventlog.ID{}, fork.Plan{}, err
+	}
+	id, err := k.Fork(e.ctx, parent, seq, opts...)
+	switch {
+	case errors.Is(err, eventlog.ErrInvalid):
+		return eventlog.ID{}, fork.Plan{}, &inputError{err}
+	case errors.Is(err, sdk.ErrUncovered):
+		return eventlog.ID{}, fork.Plan{}, &inputError{fmt.Errorf("%w (forkline coverage %s %d shows why; drop --require-covered to fork anyway)", err, parent, seq)}
+	case err != nil:
+		return eventlog.ID{}, fork.Plan{}, err
+	}
+	for ev, err := range s.Events(e.ctx, id, seq+1) {
+		if err != nil {
+			return eventlog.ID{}, fork.Plan{}, err
+		}
+		fc, ok := ev.Data.(*eventlog.ForkCreated)
+		if !ok {
+			break
+		}
+		plan := fork.Plan{Parent: fc.Parent, At: fc.At, Covered: true}
+		for _, sel := range fc.Selections {
+			plan.Covered = plan.Covered && sel.Covered
+			plan.Selections = append(plan.Selections, coverage.Selection{Key: sel.Key, Ref: sel.Ref,
+				CapturedAt: sel.CapturedAt, Generation: sel.Generation, Covered: sel.Covered})
+		}
+		return id, plan, nil
+	}
+	return eventlog.ID{}, fork.Plan{}, fmt.Errorf("fork %s: no fork.created at seq %d", id, seq+1)
 }

@@ -54,7 +54,12 @@ Commands:
   events <id>               the events of an execution's lineage
   coverage <id> [seq]       each event's coverage, or what a fork at seq restores
   show <id> <seq>           one event, its payload decoded
-  fork <id> <seq>           create a fork at an event and print its plan
+  fork <id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered]
+                            create a fork at an event and print its plan;
+                            --input gives it a new input, --result replays
+                            JSON as a step's result (fork at that step's
+                            terminal event), --require-covered refuses an
+                            uncovered point
   run <id>                  run an execution of the demo's coder agent (a fork)
   timeline <id> --html FILE write the lineage as a self-contained HTML page
   check --agent coder [DIR] replay every recorded execution of the coder agent
@@ -136,6 +141,7 @@ func commands() []*command {
 	var gcStatus, gcOlder string
 	var gcDry bool
 	var gcGrace time.Duration
+	var edit forkEdit
 	return []*command{
 		{name: "demo", short: "run the coder agent, fork it twice, compare workspaces",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&demoTask, "task", defaultTask, "the coder agent's task") },
@@ -153,8 +159,14 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdCoverage(e, pos) }},
 		{name: "show", args: "<id> <seq>", short: "one event, its payload decoded", minPos: 2, maxPos: 2,
 			run: func(e *env, pos []string) error { return cmdShow(e, pos[0], pos[1]) }},
-		{name: "fork", args: "<id> <seq>", short: "create a fork at an event (it does not run it)", minPos: 2, maxPos: 2,
-			run: func(e *env, pos []string) error { return cmdFork(e, pos[0], pos[1]) }},
+		{name: "fork", args: "<id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered]",
+			short: "create a fork at an event (it does not run it)", minPos: 2, maxPos: 2,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&edit.input, "input", "", "the fork's new input (JSON)")
+				fs.Func("result", "replay JSON as step STEPID's result (an LLM call: the response body); repeatable", edit.addResult)
+				fs.BoolVar(&edit.requireCovered, "require-covered", false, "refuse an uncovered fork point; write nothing")
+			},
+			run: func(e *env, pos []string) error { return cmdFork(e, pos[0], pos[1], edit) }},
 		{name: "cancel", args: "<id>", short: "cancel an execution (a request its owner carries out)", minPos: 1, maxPos: 1,
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&cancelReason, "reason", "cancelled from the command line", "the reason recorded")
