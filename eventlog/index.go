@@ -18,8 +18,10 @@ type Checkpoint struct {
 //
 //  1. Generation counts the resource's own bindings and the live steps that
 //     advanced it, over the whole lineage.
+//
 //  2. InFlight lists, sorted, the steps that advanced it and have no terminal
 //     event yet (an orphan stays in flight until it is resolved).
+//
 //  3. Latest is the newest checkpoint at or before Seq; Latest.Generation is
 //     at most Generation. A resource.captured must name the current
 //     generation (Apply rejects any other), so a checkpoint of the current
