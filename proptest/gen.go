@@ -36,10 +36,17 @@ const (
 	maxLiveLLM    = 2  // LLM calls in flight at once in one dispatch
 )
 
-// Forker creates a fork of (parent, at) in log: the hook through which a
-// test plugs in fork.Create. Nil makes the World write fork.created itself
-// with the model's selections.
-type Forker func(ctx context.Context, log eventlog.IndexedLog, parent eventlog.ID, at uint64) (eventlog.ID, error)
+// Forker creates a fork of (parent, at) in log with edit: the hook through
+// which a test plugs in fork.Create. Nil makes the World write fork.created
+// itself with the model's selections and the edit.
+type Forker func(ctx context.Context, log eventlog.IndexedLog, parent eventlog.ID, at uint64, edit ForkEdit) (eventlog.ID, error)
+
+// ForkEdit is how a generated fork is edited (DESIGN §12): a new input
+// (nil for none), and results it replays instead of the recorded ones.
+type ForkEdit struct {
+	Input     []byte
+	Overrides []eventlog.StepOverride
+}
 
 // World is a generated forest of executions written through one in-memory
 // Pebble store, and everything the model needs to judge it.
@@ -65,6 +72,7 @@ type Exec struct {
 	Parent     *Exec  // nil for a root
 	At         uint64 // fork point; 0 for a root
 	ParentHead uint64 // the parent's head when the fork was made; 0 for a root
+	Edit       ForkEdit
 	Lineage    Lineage
 
 	k kernelState
@@ -95,6 +103,10 @@ type kernelState struct {
 	pending  []Change            // changes made since the last event (orphans of a crash)
 	sleeping []string            // timers started and not fired
 	parked   bool                // the newest dispatch event is dispatch.parked
+
+	forkAt   uint64 // the newest fork.created's At; 0 for a root
+	newInput bool   // some fork.created of the lineage gave a new input
+	diverged bool   // a fork.diverged follows the newest fork.created
 }
 
 // kres is a kernel's view of one bound resource.
@@ -192,6 +204,9 @@ func (k *kernelState) apply(ev eventlog.Event) {
 			r.own, r.covered, r.sel = false, s.Covered, s
 		}
 		k.status, k.parked = idle, false
+		k.forkAt, k.newInput, k.diverged = p.At, k.newInput || len(p.Input) > 0, false
+	case *eventlog.ForkDiverged:
+		k.diverged = true
 	}
 }
 
@@ -298,6 +313,7 @@ func (w *World) Actions() map[string]func(*rapid.T) {
 		"complete": w.actComplete,
 		"fail":     w.actFail,
 		"fork":     w.actFork,
+		"diverge":  w.actDiverge,
 		"sleep":    w.actSleep,
 		"cancel":   w.actCancel,
 	}
@@ -824,20 +840,87 @@ func (w *World) actFork(t *rapid.T) {
 	} else {
 		at = rapid.Uint64Range(1, uint64(len(parent.Lineage.Events))).Draw(t, "fork at")
 	}
-	w.ForkAt(t, parent, at)
+	w.ForkEditAt(t, parent, at, w.drawEdit(t, parent, at))
 }
 
-// ForkAt forks parent at seq at, through w.Fork if set, else by writing the
-// model's selections; the fork's bookkeeping is its parent's at at, then
-// fork.created.
+// drawEdit draws how a fork of parent at at is edited (DESIGN §12):
+// sometimes a new input, and, when at is the terminal event of a step
+// (succeeded, or failed for good), sometimes an override of its result.
+func (w *World) drawEdit(t *rapid.T, parent *Exec, at uint64) ForkEdit {
+	var edit ForkEdit
+	if rapid.IntRange(0, 3).Draw(t, "new input") == 0 {
+		edit.Input = []byte(`"input ` + strconv.Itoa(len(w.Execs)) + `"`)
+	}
+	var ended string
+	switch p := parent.Lineage.Events[at-1].Data.(type) {
+	case *eventlog.StepSucceeded:
+		ended = p.StepID
+	case *eventlog.StepFailed:
+		if p.RetryAt.IsZero() {
+			ended = p.StepID
+		}
+	}
+	if ended != "" && rapid.Bool().Draw(t, "override "+ended) {
+		edit.Overrides = []eventlog.StepOverride{{StepID: ended, Result: []byte(`"edited"`)}}
+	}
+	return edit
+}
+
+// actDiverge is a fork with a new input making a live call while recorded
+// steps of its prefix remain unconsumed: fork.diverged, once per fork,
+// naming some of the prefix's steps (DESIGN §12). It advances nothing.
+func (w *World) actDiverge(t *rapid.T) {
+	prefixSteps := func(e *Exec) []string {
+		var ids []string
+		for _, ev := range e.Lineage.Events[:e.k.forkAt] {
+			var id string
+			switch p := ev.Data.(type) {
+			case *eventlog.StepStarted:
+				id = p.StepID
+			case *eventlog.StepDenied:
+				id = p.StepID
+			}
+			if id != "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	e := w.pick(t, "diverge in", func(e *Exec) bool {
+		return isRunning(e) && e.k.newInput && !e.k.diverged && e.k.forkAt > 0 && len(prefixSteps(e)) > 0
+	})
+	if e == nil {
+		return
+	}
+	var unconsumed []string
+	for _, id := range prefixSteps(e) {
+		if rapid.Bool().Draw(t, "unconsumed "+id) {
+			unconsumed = append(unconsumed, id)
+		}
+	}
+	if len(unconsumed) == 0 {
+		unconsumed = prefixSteps(e)[:1]
+	}
+	w.write(t, e, stage(e, &eventlog.ForkDiverged{Unconsumed: unconsumed}))
+}
+
+// ForkAt forks parent at seq at without editing it; see ForkEditAt.
 func (w *World) ForkAt(t *rapid.T, parent *Exec, at uint64) *Exec {
+	return w.ForkEditAt(t, parent, at, ForkEdit{})
+}
+
+// ForkEditAt forks parent at seq at with edit, through w.Fork if set, else
+// by writing the model's selections; the fork's bookkeeping is its parent's
+// at at, then fork.created.
+func (w *World) ForkEditAt(t *rapid.T, parent *Exec, at uint64, edit ForkEdit) *Exec {
 	var id eventlog.ID
 	var err error
 	if w.Fork != nil {
-		id, err = w.Fork(w.ctx, w.Store, parent.ID, at)
+		id, err = w.Fork(w.ctx, w.Store, parent.ID, at, edit)
 	} else {
 		pt := PointAt(parent.Lineage.Events, at)
-		id, err = w.Store.Fork(w.ctx, parent.ID, at, &eventlog.ForkCreated{Selections: pt.Resources}, w.now())
+		id, err = w.Store.Fork(w.ctx, parent.ID, at, &eventlog.ForkCreated{Selections: pt.Resources,
+			Input: edit.Input, Overrides: edit.Overrides}, w.now())
 	}
 	if err != nil {
 		t.Fatalf("fork %v at %d: %v", parent, at, err)
@@ -853,7 +936,7 @@ func (w *World) ForkAt(t *rapid.T, parent *Exec, at uint64) *Exec {
 	if _, ok := fc.Data.(*eventlog.ForkCreated); !ok || fc.Seq != at+1 {
 		t.Fatalf("fork %v at %d: event %d is %v, want fork.created", parent, at, fc.Seq, fc.Kind())
 	}
-	f := &Exec{ID: id, Parent: parent, At: at, ParentHead: uint64(len(parent.Lineage.Events)), k: newKernelState()}
+	f := &Exec{ID: id, Parent: parent, At: at, ParentHead: uint64(len(parent.Lineage.Events)), Edit: edit, k: newKernelState()}
 	f.Lineage.ID = id
 	f.Lineage.Events = append(slices.Clone(parent.Lineage.Events[:at]), fc)
 	f.Lineage.Effects = append(slices.Clone(parent.Lineage.Effects[:at]), nil)

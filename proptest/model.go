@@ -194,13 +194,21 @@ func Checkpoints(events []eventlog.Event, key string) []LineageCheckpoint {
 // uncovered from that event on.
 //
 // To ask about a lineage as it stood when it ended at n, pass events[:n].
-func PointAt(events []eventlog.Event, n uint64) Point {
+func PointAt(events []eventlog.Event, n uint64) Point { return pointAt(events, n, true) }
+
+// PhysicalPointAt is [PointAt] leaving fork.diverged out: whether a
+// checkpoint restores exactly what each resource holds, which is what
+// decides the completion captures (a diverged resource is reported
+// uncovered but needs no capture).
+func PhysicalPointAt(events []eventlog.Event, n uint64) Point { return pointAt(events, n, false) }
+
+func pointAt(events []eventlog.Event, n uint64, divergence bool) Point {
 	prefix := events[:n]
 	pt := Point{Seq: n, Covered: true}
 	for _, key := range BoundKeys(prefix) {
 		sel := Selection{Key: key, Generation: Generation(prefix, key)}
 		cks := Checkpoints(events, key)
-		if len(InFlight(prefix, key)) == 0 && !Diverged(prefix, key) {
+		if len(InFlight(prefix, key)) == 0 && !(divergence && Diverged(prefix, key)) {
 			for _, c := range cks {
 				if c.Generation == sel.Generation {
 					sel.Ref, sel.CapturedAt, sel.Covered = c.Ref, c.CapturedAt, true // the newest wins

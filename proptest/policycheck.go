@@ -91,7 +91,7 @@ func capturesFollowPolicy(events []eventlog.Event, at int) (uint64, error) {
 				got = append(got, key)
 			}
 			before := uint64(start)
-			pt := PointAt(events[:before], before) // coverage as the handler returned
+			pt := PhysicalPointAt(events[:before], before) // coverage as the handler returned
 			var want []string
 			for _, s := range pt.Resources {
 				if !s.Covered && Binding(events[:before], s.Key).OnCompletion && len(InFlight(events[:before], s.Key)) == 0 {

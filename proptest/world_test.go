@@ -61,6 +61,7 @@ func TestGeneratorCoversTheCases(t *testing.T) {
 		"indeterminate", "indeterminate after cancel", "retry", "cancelled", "denied", "bound from ref", "undeclared change",
 		"retried attempt", "abandoned", "child step", "parked", "timer fired",
 		"execution cancelled", "fork of a cancelled execution",
+		"fork with new input", "fork with override", "diverged with resources",
 	}
 	seen := map[string]int{}
 	missing := func() []string {
@@ -101,6 +102,12 @@ func census(w *World) map[string]int {
 			if e.Parent.Parent != nil && e.At <= e.Parent.At {
 				c["fork of fork in shared prefix"]++
 			}
+			if e.Edit.Input != nil {
+				c["fork with new input"]++
+			}
+			if len(e.Edit.Overrides) > 0 {
+				c["fork with override"]++
+			}
 			for _, ev := range e.Parent.Lineage.Events[:e.At] {
 				if ev.Kind() == eventlog.KindCancelRequested {
 					c["fork of a cancelled execution"]++
@@ -119,6 +126,10 @@ func census(w *World) map[string]int {
 					c["capture failed"]++
 				case *eventlog.ExecutionCancelled:
 					c["execution cancelled"]++
+				case *eventlog.ForkDiverged:
+					if len(BoundKeys(events[:i])) > 0 {
+						c["diverged with resources"]++
+					}
 				case *eventlog.StepAbandoned:
 					c["abandoned"]++
 				case *eventlog.DispatchParked:
@@ -234,7 +245,7 @@ func dump(l Lineage) string {
 func checkBooks(t *rapid.T, e *Exec) {
 	events := e.Lineage.Events
 	n := uint64(len(events))
-	pt := PointAt(events, n)
+	pt := PhysicalPointAt(events, n) // the books decide captures: a divergence is left out
 	if len(pt.Resources) != len(e.k.res) {
 		t.Fatalf("%v: the generator knows %d resources, the model %d\n%s", e, len(e.k.res), len(pt.Resources), dump(e.Lineage))
 	}
