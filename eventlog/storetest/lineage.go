@@ -90,7 +90,7 @@ func (m *lineageMachine) Append(t *rapid.T) {
 			inFlight = append(inFlight, st.InFlight...)
 		}
 		var p eventlog.Payload
-		switch rapid.IntRange(0, 6).Draw(t, "kind") {
+		switch rapid.IntRange(0, 7).Draw(t, "kind") {
 		case 0:
 			p = &eventlog.ResourceBound{Key: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key"), DriverID: "d",
 				Binding: json.RawMessage(`{}`), From: rapid.SampledFrom([]string{"", "from"}).Draw(t, "from"), EverySteps: 1,
@@ -124,6 +124,10 @@ func (m *lineageMachine) Append(t *rapid.T) {
 			// A capture names the generation it captured: the current one.
 			p = &eventlog.ResourceCaptured{Key: k, Ref: fmt.Sprintf("ref-%d", m.tick()),
 				Generation: gens[k], Reason: eventlog.CaptureSteps}
+		case 7:
+			// fork.diverged marks every resource bound now in the index
+			// (DESIGN §12); the store keeps the mark as the fold does.
+			p = &eventlog.ForkDiverged{Unconsumed: []string{"s0"}}
 		default:
 			p = &eventlog.DispatchStarted{Dispatch: uint64(rapid.IntRange(1, 9).Draw(t, "dispatch"))}
 		}
