@@ -326,7 +326,8 @@ func TestAtMostOnceNonceTrap(t *testing.T) {
 
 // DESIGN §12: Strict is off in an edited fork (here one with a new input),
 // whose prefix another input recorded: the unconsumed step of the prefix
-// does not fail it.
+// does not fail it; the fork records fork.diverged before its live call
+// instead.
 func TestStrictOffInEditedFork(t *testing.T) {
 	ctx := context.Background()
 	register := func(k *sdk.Kernel) {
@@ -355,7 +356,7 @@ func TestStrictOffInEditedFork(t *testing.T) {
 		want := []string{"created a", "dispatch 1", "started local first", "succeeded", "fork at=4", "dispatch 2", "completed"}
 		if edited {
 			want = []string{"created a", "dispatch 1", "started local first", "succeeded", "fork at=4", "dispatch 2",
-				"started local second", "succeeded", "completed"}
+				"fork.diverged", "started local second", "succeeded", "completed"}
 		}
 		wantEvents(t, k, fid, want)
 	}
