@@ -85,7 +85,7 @@ type StepOutcome struct {
 	// does not hold yet.
 	Seq           uint64            `json:"seq"`
 	Status        replay.StepStatus `json:"status"`
-	Result        json.RawMessage   `json:"result,omitempty"` // of a succeeded step, as JSON ([eventlog.JSONValue])
+	Result        json.RawMessage   `json:"result,omitempty"` // of a succeeded step, as JSON ([eventlog.JSONValue]); an LLM call's response body
 	Error         string            `json:"error,omitempty"`
 	Indeterminate bool              `json:"indeterminate,omitempty"`
 	Reason        string            `json:"reason,omitempty"`     // of a denied step
@@ -396,6 +396,9 @@ func sideOutcome(st replay.Step) *StepOutcome {
 		Reason: st.Reason, Overridden: st.Overridden}
 	if st.Status == replay.StepSucceeded {
 		o.Result = eventlog.JSONValue(st.Result)
+		if body, ok := eventlog.LLMResponseBody(st.Result); ok && st.Kind == eventlog.StepLLM {
+			o.Result = body
+		}
 	}
 	return o
 }
