@@ -121,7 +121,7 @@ type diffPage struct {
 	Title     string
 	C         *fork.Comparison
 	Resources []ResourceDiff
-	Live      bool // served by Handler: execution links work
+	Live      bool           // served by Handler: execution links work
 	Counts    map[string]int // steps past the prefix by change
 }
 

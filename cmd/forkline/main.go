@@ -192,8 +192,10 @@ func commands() []*command {
 				return cmdTimeline(e, pos[0], htmlFile)
 			}},
 		{name: "diff", args: "<a> <b> [--html FILE]", short: "compare two executions and their workspaces", minPos: 2, maxPos: 2,
-			flags: func(fs *flag.FlagSet) { fs.StringVar(&diffHTML, "html", "", "also write the comparison as an HTML page to this file") },
-			run:   func(e *env, pos []string) error { return cmdDiff(e, pos[0], pos[1], diffHTML) }},
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&diffHTML, "html", "", "also write the comparison as an HTML page to this file")
+			},
+			run: func(e *env, pos []string) error { return cmdDiff(e, pos[0], pos[1], diffHTML) }},
 		{name: "serve", args: "[--addr HOST:PORT]", short: "serve the web page of the executions",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&serveAddr, "addr", defaultAddr, "the address to listen on") },
 			run:   func(e *env, _ []string) error { return cmdServe(e, serveAddr) }},
