@@ -146,7 +146,11 @@ func writeDiffTable(w io.Writer, c *fork.Comparison, res []webui.ResourceDiff) e
 	tw := newTable(w)
 	fmt.Fprintln(tw, "STEP\tA\tB\tCHANGE")
 	for _, s := range c.Steps {
-		fmt.Fprintf(tw, "%s %s %s\t%s\t%s\t%s\n", s.Kind, s.Target, clip(string(s.Args), 30), stepText(s.A), stepText(s.B), s.Change)
+		step := string(s.Kind) + " " + s.Target
+		if args := string(s.Args); args != "null" {
+			step += " " + clip(args, 30)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", step, stepText(s.A), stepText(s.B), s.Change)
 	}
 	if len(c.Steps) == 0 {
 		fmt.Fprintln(tw, "(no steps past the shared prefix)\t\t\t")
