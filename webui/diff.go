@@ -108,7 +108,6 @@ func DiffResources(ctx context.Context, c *fork.Comparison, differs map[string]d
 var diffTemplate string
 
 var diffPageTmpl = template.Must(template.New("diff").Funcs(template.FuncMap{
-	"short":   ShortID,
 	"value":   func(v json.RawMessage) string { return clipText(string(v), 160) },
 	"full":    func(v json.RawMessage) string { return clipText(string(v), 4000) },
 	"lines":   diffLines,
@@ -138,7 +137,7 @@ func writeDiff(w io.Writer, c *fork.Comparison, resources []ResourceDiff, live b
 	if c == nil {
 		return fmt.Errorf("%w: webui: nil comparison", eventlog.ErrInvalid)
 	}
-	page := diffPage{Title: "forkline diff " + ShortID(c.A) + " " + ShortID(c.B), C: c, Resources: resources,
+	page := diffPage{Title: "forkline diff " + c.A.String() + " " + c.B.String(), C: c, Resources: resources,
 		Live: live, Counts: map[string]int{}}
 	for _, s := range c.Steps {
 		page.Counts[string(s.Change)]++
@@ -151,15 +150,6 @@ func writeDiff(w io.Writer, c *fork.Comparison, resources []ResourceDiff, live b
 	return err
 }
 
-// ShortID is the first 8 hex digits of an execution ID, as the diff page
-// and table name the two sides; "none" for the zero ID.
-func ShortID(id eventlog.ID) string {
-	if id.IsZero() {
-		return "none"
-	}
-	return strings.ReplaceAll(id.String(), "-", "")[:8]
-}
-
 // clipText shortens s to n runes, marking the cut.
 func clipText(s string, n int) string {
 	r := []rune(s)
@@ -169,13 +159,11 @@ func clipText(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// outcomeText is an execution's outcome in a few words.
+// outcomeText is an execution's outcome in a few words (its seq has a
+// column of its own).
 func outcomeText(o fork.Outcome) string {
 	var b strings.Builder
 	b.WriteString(o.Status.String())
-	if o.Seq > 0 {
-		fmt.Fprintf(&b, " at seq %d", o.Seq)
-	}
 	switch {
 	case len(o.Output) > 0:
 		b.WriteString(": ")
