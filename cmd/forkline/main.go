@@ -57,7 +57,7 @@ Commands:
   fork <id> <seq>           create a fork at an event and print its plan
   run <id>                  run an execution of the demo's coder agent (a fork)
   timeline <id> --html FILE write the lineage as a self-contained HTML page
-  diff <a> <b> [--html FILE] compare two executions: the shared prefix, the
+  diff <a> <b> [--html F]   compare two executions: the shared prefix, the
                             steps aligned by StepID (changed, only in one),
                             the outcomes, and the workspace difference between
                             their newest checkpoints (dirfs, in DIR/dirfs)
