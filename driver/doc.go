@@ -41,6 +41,14 @@
 // tools and steps that declare it may implement [CoverageReuser]; see
 // [CoverageReuse].
 //
+// # Comparing checkpoints
+//
+// A driver may implement [Differ]: Diff(ctx, refA, refB) returns a
+// [Difference], the things added, removed or changed between two of its
+// checkpoints (files with a unified diff in dirfs; tables and rows in
+// sqlitedb). `forkline diff` and the web page's diff show it; proptest
+// compares a fork's state with its parent's through it.
+//
 // # Implementations
 //
 // Real drivers live in subpackages: driver/dirfs (a workspace directory with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"time"
 )
 
@@ -49,12 +50,83 @@ type CoverageReuser interface {
 }
 
 // Differ is implemented by a driver that can compare two of its
-// checkpoints (DESIGN §12). proptest.CheckAgent uses it to compare a fork's
+// checkpoints (DESIGN §12): `forkline diff` uses it to show how two
+// executions' resources differ, and proptest.CheckAgent to compare a fork's
 // state with its parent's.
 type Differ interface {
-	// Diff describes, for people, how the state refB holds differs from
-	// the state refA holds; "" when they hold the same state.
-	Diff(ctx context.Context, refA, refB string) (string, error)
+	// Diff returns how the state refB holds differs from the state refA
+	// holds; an empty Difference when they hold the same state. A ref the
+	// driver cannot read yields an error wrapping ErrCheckpointUnavailable.
+	Diff(ctx context.Context, refA, refB string) (Difference, error)
+}
+
+// Difference is how one checkpoint's state differs from another's: the
+// things added, removed or changed, sorted by Name. Its zero value means
+// "the same state".
+type Difference struct {
+	Changes []Change `json:"changes"`
+}
+
+// Empty reports whether the two states are the same.
+func (d Difference) Empty() bool { return len(d.Changes) == 0 }
+
+// String formats the difference for people: one line per change, "+",
+// "-" or "~", the kind and the name, each followed by its Detail indented
+// by four spaces; "" when the states are the same.
+func (d Difference) String() string {
+	var b strings.Builder
+	for _, c := range d.Changes {
+		b.WriteString(c.Op.sign())
+		b.WriteByte(' ')
+		b.WriteString(c.Kind)
+		b.WriteByte(' ')
+		b.WriteString(c.Name)
+		b.WriteByte('\n')
+		if c.Detail != "" {
+			for line := range strings.Lines(c.Detail) {
+				b.WriteString("    ")
+				b.WriteString(strings.TrimSuffix(line, "\n"))
+				b.WriteByte('\n')
+			}
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// Op says what happened to a thing between two checkpoints.
+type Op string
+
+// The ops of a [Change].
+const (
+	Added   Op = "added"   // only the second state holds it
+	Removed Op = "removed" // only the first state holds it
+	Changed Op = "changed" // both hold it, differently
+)
+
+func (o Op) sign() string {
+	switch o {
+	case Added:
+		return "+"
+	case Removed:
+		return "-"
+	}
+	return "~"
+}
+
+// Change is one thing that differs between two checkpoints.
+type Change struct {
+	Op Op `json:"op"`
+	// Kind says what the thing is, in the driver's terms: "file",
+	// "directory", "symlink" (a directory workspace); "table", "row" (a
+	// database).
+	Kind string `json:"kind"`
+	// Name identifies it: a slash-separated path; a table; a row as
+	// table[key].
+	Name string `json:"name"`
+	// Detail says how it differs, for people: a unified diff of a text
+	// file, the sizes of a binary one, a row's columns; "" when Op says it
+	// all.
+	Detail string `json:"detail,omitempty"`
 }
 
 // ErrCheckpointUnavailable is wrapped by the error Create returns when the

@@ -48,4 +48,15 @@
 // checkpoint replay even though the restored state lacks their changes. That
 // is the documented trade-off; [Plan.Covered] tells the user before they
 // fork.
+//
+// # Comparing
+//
+// [Diff] compares two executions (DESIGN §12 "Diff"), a pure fold over
+// their lineages: the shared prefix (the events both read from a common
+// ancestor's log), the steps past it aligned by StepID ([Same], [Changed],
+// [OnlyA], [OnlyB]), the two outcomes, and for every resource the newest
+// checkpoint at each head. Comparing what those checkpoints hold is a
+// driver's job ([github.com/forkline/forkline/driver.Differ]); a checkpoint
+// that does not cover its head ([ResourceHead.Covered] false) is the
+// newest state the log knows, not the live one.
 package fork

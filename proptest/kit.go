@@ -430,7 +430,8 @@ func selected(pt Point, key string) (string, bool) {
 // diff compares two checkpoints of key by the options.
 func (c *checker) diff(key, a, b string) (string, error) {
 	if d, ok := c.cfg.differs[key]; ok {
-		return d.Diff(c.ctx, a, b)
+		diff, err := d.Diff(c.ctx, a, b)
+		return diff.String(), err
 	}
 	state, ok := c.cfg.states[key]
 	if !ok {

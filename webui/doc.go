@@ -19,6 +19,13 @@
 //   - /e/{id}/fork?at=N shows what a fork at event N restores (coverage,
 //     and a warning when uncovered) before confirming; POST /e/{id}/fork
 //     with at=N creates the fork (Kernel.Fork) and redirects to its page.
+//   - /diff?a=ID&b=ID compares two executions (fork.Diff): the shared
+//     prefix folded away, the steps past it aligned by StepID with changed
+//     results highlighted, the two outcomes, then each resource's
+//     difference between the newest checkpoints of the two heads, compared
+//     by the driver given with [WithDiffer] ([DiffResources]). A fork's
+//     page links to its diff against its parent. [WriteDiff] writes the
+//     same page as a file (`forkline diff --html`).
 //
 // Bad input (an unknown or malformed ID, a seq out of range, an unknown
 // status) is answered 400 or 404 with a message that says what was wrong,

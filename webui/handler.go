@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/forkline/forkline/coverage"
+	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/sdk"
 )
@@ -25,8 +26,11 @@ var pageTmpl = template.Must(template.New("page.html.tmpl").Funcs(template.FuncM
 }).ParseFS(pageFS, "page.html.tmpl"))
 
 // Handler serves the pages of the executions of k (see the package doc).
-func Handler(k *sdk.Kernel) http.Handler {
-	s := &server{k: k}
+func Handler(k *sdk.Kernel, opts ...Option) http.Handler {
+	s := &server{k: k, differs: map[string]driver.Differ{}}
+	for _, o := range opts {
+		o(s)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.list)
 	mux.HandleFunc("GET /e/{id}", s.execution)
@@ -34,10 +38,14 @@ func Handler(k *sdk.Kernel) http.Handler {
 	mux.HandleFunc("GET /e/{id}/events", s.events)
 	mux.HandleFunc("GET /e/{id}/fork", s.forkPreview)
 	mux.HandleFunc("POST /e/{id}/fork", s.fork)
+	mux.HandleFunc("GET /diff", s.diff)
 	return mux
 }
 
-type server struct{ k *sdk.Kernel }
+type server struct {
+	k       *sdk.Kernel
+	differs map[string]driver.Differ // by DriverID, for the diff page
+}
 
 // badRequest answers 400 with msg.
 func badRequest(w http.ResponseWriter, format string, args ...any) {

@@ -18,7 +18,7 @@
 //	                checkpoints and one workspace directory per execution
 //	timeline.html   the demo's last timeline picture
 //
-// Commands that only read (ls, tree, events, coverage, show, timeline)
+// Commands that only read (ls, tree, events, coverage, show, timeline, diff)
 // never create a log: a folder without one is "not a forkline log". They
 // open the log read-only: they change no file of it, work on a read-only
 // mount or a full disk, and say the log is "in use" while another process
@@ -42,6 +42,14 @@
 //	fork <id> <seq>             create a fork (fork.Create) and print its plan
 //	run <id>                    run an execution of the coder agent, such as a fork
 //	timeline <id> --html FILE   a self-contained HTML page with an SVG picture
+//	diff <a> <b> [--html FILE]  compare two executions (fork.Diff): the shared
+//	                            prefix, the steps past it aligned by StepID
+//	                            (same, changed, only_a, only_b), the outcomes,
+//	                            and each resource's difference between the two
+//	                            newest checkpoints (driver.Differ; the dirfs
+//	                            store in DIR/dirfs), with a note when a head is
+//	                            not covered; --html also writes the page
+//	                            (webui.WriteDiff)
 //
 // Ids are accepted by any unique prefix, with or without dashes. fork only
 // creates the fork: running an execution needs its agent's code, which this
@@ -59,7 +67,8 @@
 // "windows": […]} or {"execution", "point"} for coverage, the event with
 // its "data" and "coverage" for show, {"id", "parent", "at", "plan"} for
 // fork, {"id", "status", "head", "appended", …} for run, {"execution",
-// "html", "events"} for timeline, and the demo's report (its run, both forks
+// "html", "events"} for timeline, the fork.Comparison with each
+// resource's "difference" for diff, and the demo's report (its run, both forks
 // and what differed) for demo. Recorded values that are JSON stay JSON; other text is a string;
 // other bytes are {"base64": …}.
 //

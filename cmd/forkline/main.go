@@ -62,6 +62,10 @@ Commands:
                             uncovered point
   run <id>                  run an execution of the demo's coder agent (a fork)
   timeline <id> --html FILE write the lineage as a self-contained HTML page
+  diff <a> <b> [--html F]   compare two executions: the shared prefix, the
+                            steps aligned by StepID (changed, only in one),
+                            the outcomes, and the workspace difference between
+                            their newest checkpoints (dirfs, in DIR/dirfs)
   check --agent coder [DIR] replay every recorded execution of the coder agent
                             against the current code (read-only) and list
                             where they diverge; exit 1 if any does
@@ -135,7 +139,7 @@ type command struct {
 
 func commands() []*command {
 	var demoTask string
-	var htmlFile string
+	var htmlFile, diffHTML string
 	serveAddr := defaultAddr
 	var lsStatus, lsAgent, cancelReason, checkAgent string
 	var gcStatus, gcOlder string
@@ -199,6 +203,11 @@ func commands() []*command {
 				}
 				return cmdTimeline(e, pos[0], htmlFile)
 			}},
+		{name: "diff", args: "<a> <b> [--html FILE]", short: "compare two executions and their workspaces", minPos: 2, maxPos: 2,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&diffHTML, "html", "", "also write the comparison as an HTML page to this file")
+			},
+			run: func(e *env, pos []string) error { return cmdDiff(e, pos[0], pos[1], diffHTML) }},
 		{name: "serve", args: "[--addr HOST:PORT]", short: "serve the web page of the executions",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&serveAddr, "addr", defaultAddr, "the address to listen on") },
 			run:   func(e *env, _ []string) error { return cmdServe(e, serveAddr) }},

@@ -30,7 +30,7 @@ func cmdServe(e *env, addr string) error {
 			return inputErrorf("serve: listen on %q: %v", addr, err)
 		}
 		srv := &http.Server{
-			Handler:           webui.Handler(k),
+			Handler:           webui.Handler(k, serveOptions(e)...),
 			ReadHeaderTimeout: 10 * time.Second,
 			// Requests end with the command, so live streams close too.
 			BaseContext: func(net.Listener) context.Context { return e.ctx },
@@ -53,4 +53,14 @@ func cmdServe(e *env, addr string) error {
 		}
 		return nil
 	})
+}
+
+// serveOptions lets the diff page compare workspaces of the data folder's
+// dirfs store.
+func serveOptions(e *env) []webui.Option {
+	var opts []webui.Option
+	for id, d := range differs(e) {
+		opts = append(opts, webui.WithDiffer(id, d))
+	}
+	return opts
 }

@@ -17,7 +17,7 @@ func cmdTimeline(e *env, idArg, file string) error {
 		if err != nil {
 			return err
 		}
-		if err := checkTarget(file); err != nil {
+		if err := checkTarget("timeline", file); err != nil {
 			return err
 		}
 		if fi, err := os.Stat(filepath.Dir(file)); err != nil || !fi.IsDir() {
@@ -62,8 +62,14 @@ func writeTimelineFile(e *env, log eventlog.Log, file string, l *lineage) error 
 	if err := webui.WriteTimeline(&buf, l.info, l.events, forks); err != nil {
 		return err
 	}
+	return writePage("timeline", file, buf.Bytes())
+}
+
+// writePage writes an HTML page of command cmd into file: to a new file in
+// the same folder, renamed over file once whole.
+func writePage(cmd, file string, page []byte) error {
 	// Checked again just before the rename: the file may have changed.
-	if err := checkTarget(file); err != nil {
+	if err := checkTarget(cmd, file); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.tmp")
@@ -71,7 +77,7 @@ func writeTimelineFile(e *env, log eventlog.Log, file string, l *lineage) error 
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(buf.Bytes())
+	_, err = f.Write(page)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -88,24 +94,24 @@ func writeTimelineFile(e *env, log eventlog.Log, file string, l *lineage) error 
 	return nil
 }
 
-// checkTarget refuses a timeline file that exists and is not a regular
+// checkTarget refuses, for command cmd, a page file that exists and is not a regular
 // file: a folder, a device such as /dev/full, a symlink (never followed nor
 // replaced: give the path it points to), a pipe. The page is written to a
 // new file in the same folder and renamed over the target, which would
 // replace any of those.
-func checkTarget(file string) error {
+func checkTarget(cmd, file string) error {
 	fi, err := os.Lstat(file)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return nil
 	case err != nil:
-		return fmt.Errorf("timeline: %w", err)
+		return fmt.Errorf("%s: %w", cmd, err)
 	case fi.IsDir():
-		return inputErrorf("timeline: %s is a folder", file)
+		return inputErrorf("%s: %s is a folder", cmd, file)
 	case fi.Mode()&os.ModeSymlink != 0:
-		return inputErrorf("timeline: %s is a symlink; give the file it points to, or a new file", file)
+		return inputErrorf("%s: %s is a symlink; give the file it points to, or a new file", cmd, file)
 	case !fi.Mode().IsRegular():
-		return inputErrorf("timeline: %s is not a regular file (%s); give a new file or a regular one", file, fi.Mode().Type())
+		return inputErrorf("%s: %s is not a regular file (%s); give a new file or a regular one", cmd, file, fi.Mode().Type())
 	}
 	return nil
 }

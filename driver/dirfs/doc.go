@@ -104,4 +104,11 @@
 // through tools and steps that declare it (with sdk.Affects). Set it only
 // when nothing else — no LLM-driven shell, no background process — writes
 // to the directory.
+//
+// # Comparing checkpoints
+//
+// [Driver.Diff] ([driver.Differ]) lists the entries two checkpoints add,
+// remove or change, by path, reading only manifests and the blobs of
+// changed files (each checked against its hash): a unified diff for a text
+// file up to [MaxTextDiff] bytes, the sizes of any other.
 package dirfs

@@ -39,4 +39,11 @@
 // A ref is the 64-digit lower-case hex SHA-256 of the snapshot file;
 // anything else is refused with [ErrInvalidRef] (and, from Create,
 // [driver.ErrCheckpointUnavailable]) before it touches the file system.
+//
+// # Comparing checkpoints
+//
+// [Driver.Diff] ([driver.Differ]) opens two snapshots read-only, after
+// checking their hashes, and lists the tables added, removed or reshaped
+// and the rows added, removed or changed, matched by primary key, at most
+// [MaxRowChanges] per table.
 package sqlitedb

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,31 +183,33 @@ func (d *Driver) Restore(ref string) (map[string]string, bool) {
 	return maps.Clone(snap), ok
 }
 
-// Diff implements driver.Differ: one line per file added, removed or
-// changed from refA to refB, sorted by name.
-func (d *Driver) Diff(ctx context.Context, refA, refB string) (string, error) {
+// Diff implements driver.Differ: one change per file added, removed or
+// changed from refA to refB, sorted by name; a changed file's Detail is
+// "old" -> "new".
+func (d *Driver) Diff(ctx context.Context, refA, refB string) (driver.Difference, error) {
 	a, okA := d.Restore(refA)
 	b, okB := d.Restore(refB)
 	if !okA || !okB {
-		return "", fmt.Errorf("testdriver: diff %s %s: %w", refA, refB, driver.ErrCheckpointUnavailable)
+		return driver.Difference{}, fmt.Errorf("testdriver: diff %s %s: %w", refA, refB, driver.ErrCheckpointUnavailable)
 	}
-	var lines []string
+	var out driver.Difference
 	for name, va := range a {
 		vb, ok := b[name]
 		switch {
 		case !ok:
-			lines = append(lines, fmt.Sprintf("- %s", name))
+			out.Changes = append(out.Changes, driver.Change{Op: driver.Removed, Kind: "file", Name: name})
 		case va != vb:
-			lines = append(lines, fmt.Sprintf("~ %s: %q -> %q", name, va, vb))
+			out.Changes = append(out.Changes, driver.Change{Op: driver.Changed, Kind: "file", Name: name,
+				Detail: fmt.Sprintf("%q -> %q", va, vb)})
 		}
 	}
 	for name := range b {
 		if _, ok := a[name]; !ok {
-			lines = append(lines, fmt.Sprintf("+ %s", name))
+			out.Changes = append(out.Changes, driver.Change{Op: driver.Added, Kind: "file", Name: name})
 		}
 	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n"), nil
+	sort.Slice(out.Changes, func(i, j int) bool { return out.Changes[i].Name < out.Changes[j].Name })
+	return out, nil
 }
 
 // DeleteCheckpoint forgets ref, as an expired snapshot.
