@@ -91,6 +91,7 @@ type Driver struct {
 var (
 	_ driver.Driver[*Workspace, Binding] = (*Driver)(nil)
 	_ driver.CoverageReuser              = (*Driver)(nil)
+	_ driver.ConfigurationReader         = (*Driver)(nil)
 )
 
 // New returns a Driver for cfg. It does no IO and never fails: an invalid
@@ -122,15 +123,25 @@ func absPath(p string) string {
 // DriverID returns [ID].
 func (d *Driver) DriverID() string { return ID }
 
-// Configuration returns the recorded settings: the store and the template,
-// as absolute paths. A checkpoint ref means something only within its store,
-// and the template decides the initial environment, so a driver with another
-// store or template is a different resource.
-func (d *Driver) Configuration() any {
-	return struct {
-		Store    string `json:"store"`
-		Template string `json:"template,omitempty"`
-	}{d.cfg.Store, d.cfg.Template}
+// Configuration returns nil: no setting of a Driver changes what a
+// workspace or a checkpoint is. [ID] names the on-disk and manifest format;
+// Store and Blobs say only where contents live, so that a moved data
+// folder, a restored backup or another host (DESIGN §11) opens the same
+// bindings; Template shapes only workspaces created from the initial
+// environment, which are captured at once.
+//
+// Versions before relocatable configuration recorded
+// {"store": …, "template": …} as absolute paths; [Driver.ReadConfiguration]
+// reads that form as nil, so their bindings keep matching.
+func (d *Driver) Configuration() any { return nil }
+
+// ReadConfiguration implements [driver.ConfigurationReader]: it drops the
+// "store" and "template" keys that older versions recorded, so that a
+// binding recorded as {"store":"/old/path"} matches this driver wherever
+// its store lives now. Any other key makes the recording another driver's
+// and is kept, so the binding mismatches.
+func (d *Driver) ReadConfiguration(recorded []byte) ([]byte, error) {
+	return driver.DropKeys(recorded, "store", "template")
 }
 
 // CoverageReuse returns Config.CoverageReuse.

@@ -138,6 +138,7 @@ type Driver struct {
 var (
 	_ driver.Driver[*DB, Binding] = (*Driver)(nil)
 	_ driver.CoverageReuser       = (*Driver)(nil)
+	_ driver.ConfigurationReader  = (*Driver)(nil)
 )
 
 // New returns a Driver for cfg. It does no IO and never fails: an invalid
@@ -164,13 +165,28 @@ func absPath(p string) string {
 // DriverID returns [ID].
 func (d *Driver) DriverID() string { return ID }
 
-// Configuration returns the recorded settings: store, template and schema.
+// Configuration returns the recorded settings: the schema, which decides
+// what an initial database holds. Where the store or the template lives is
+// not recorded (DESIGN §11, relocatable configuration), so that a moved
+// data folder, a restored backup or another host opens the same bindings.
+//
+// Versions before relocatable configuration recorded "store" and
+// "template" as absolute paths as well; [Driver.ReadConfiguration] reads
+// that form without them.
 func (d *Driver) Configuration() any {
+	if d.cfg.Schema == "" {
+		return nil
+	}
 	return struct {
-		Store    string `json:"store"`
-		Template string `json:"template,omitempty"`
-		Schema   string `json:"schema,omitempty"`
-	}{d.cfg.Store, d.cfg.Template, d.cfg.Schema}
+		Schema string `json:"schema"`
+	}{d.cfg.Schema}
+}
+
+// ReadConfiguration implements [driver.ConfigurationReader]: it drops the
+// "store" and "template" keys older versions recorded, so that their
+// bindings match this driver wherever its store lives now.
+func (d *Driver) ReadConfiguration(recorded []byte) ([]byte, error) {
+	return driver.DropKeys(recorded, "store", "template")
 }
 
 // CoverageReuse returns Config.CoverageReuse.
