@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/blob"
 	"github.com/forkline/forkline/driver/internal/storefs"
 )
 
@@ -52,6 +53,14 @@ type Config struct {
 	// machine, after which a ref may not restore. For tests and throwaway
 	// stores. Default false. Not part of the recorded Configuration.
 	NoSync bool `json:"-"`
+	// Blobs, when set, is a shared store of checkpoint contents (DESIGN
+	// §11, shared checkpoints), such as a pgblob.Store that every host of a
+	// Postgres log reaches: each capture also puts its blobs and manifest
+	// there, and a restore gets from there what the local store lacks, so
+	// a checkpoint captured on one host restores on another. Default nil:
+	// the local store alone, which is the directory implementation
+	// blob.NewDir(Store) reads. Not part of the recorded Configuration.
+	Blobs blob.Store `json:"-"`
 }
 
 // Validate reports whether c is usable. Its error wraps [ErrConfig].
@@ -81,6 +90,7 @@ type Driver struct {
 	// use it to act out a file system with coarse timestamps.
 	granularity time.Duration
 	noReflink   atomic.Bool // set once a reflink failed: copy from then on
+	shared      sync.Map    // blob.Hash → true: known to be in Config.Blobs
 
 	mu struct {
 		sync.Mutex

@@ -47,10 +47,11 @@ var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Store is a blob.Store in Postgres; see the package documentation.
 type Store struct {
-	pool *pgxpool.Pool
-	own  bool
-	ns   string
-	sc   string // quoted schema
+	pool   *pgxpool.Pool
+	own    bool
+	ns     string
+	schema string
+	sc     string // quoted schema
 }
 
 var _ blob.Store = (*Store)(nil)
@@ -84,7 +85,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, ns: opts.Namespace, sc: pgx.Identifier{opts.Schema}.Sanitize()}
+	s := &Store{pool: pool, ns: opts.Namespace, schema: opts.Schema, sc: pgx.Identifier{opts.Schema}.Sanitize()}
 	if err := s.migrate(ctx, opts.Schema); err != nil {
 		return nil, err
 	}
@@ -106,6 +107,9 @@ func (o *Options) fill() error {
 
 // Namespace returns the store's namespace.
 func (s *Store) Namespace() string { return s.ns }
+
+// Schema returns the Postgres schema of the store's tables.
+func (s *Store) Schema() string { return s.schema }
 
 // Close closes the connections if Open made them.
 func (s *Store) Close() {
