@@ -57,7 +57,7 @@ type dispatch struct {
 	holder      string
 	holderSince uint64
 	startedAt   uint64
-	pos      *positions // call positions and Strict's checks (DESIGN §15)
+	pos         *positions // call positions and Strict's checks (DESIGN §15)
 
 	// calls counts the calls (do, obtain) in progress; once ended is set
 	// no call joins, and the dispatch waits for those in progress before it
