@@ -36,7 +36,12 @@ func cmdRun(e *env, idArg string) error {
 		if err != nil {
 			return err
 		}
-		ck, err := openCoderKernel(s, dirfsStore, m)
+		blobs, closeBlobs, err := openBlobs(e)
+		if err != nil {
+			return err
+		}
+		defer closeBlobs()
+		ck, err := openCoderKernel(s, dirfsStore, blobs, m)
 		if err != nil {
 			return err
 		}
