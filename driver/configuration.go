@@ -178,3 +178,28 @@ func splitWords(s string) []string {
 	flush()
 	return words
 }
+
+// DropKeys returns the recorded configuration cfg (a JSON object) without
+// the given top-level keys: the shared half of a [ConfigurationReader] for
+// a driver that stopped recording some keys (store paths, say). An object
+// left empty becomes nil, the encoding of no configuration; nil or JSON
+// null stays nil. A value that is not a JSON object is an error.
+func DropKeys(cfg []byte, keys ...string) ([]byte, error) {
+	if len(bytes.TrimSpace(cfg)) == 0 || string(bytes.TrimSpace(cfg)) == "null" {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(cfg, &obj); err != nil {
+		return nil, fmt.Errorf("driver: recorded configuration is not a JSON object: %w", err)
+	}
+	if obj == nil {
+		return nil, nil
+	}
+	for _, k := range keys {
+		delete(obj, k)
+	}
+	if len(obj) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(obj)
+}

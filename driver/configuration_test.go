@@ -153,3 +153,25 @@ func TestErrCheckpointUnavailableMessage(t *testing.T) {
 		t.Fatalf("message = %q, want %q", got, want)
 	}
 }
+
+// DESIGN §11: DropKeys reads an older recorded form without its path keys.
+func TestDropKeys(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{``, ``},
+		{`null`, ``},
+		{`{"store":"/a"}`, ``},
+		{`{"store":"/a","template":"/t"}`, ``},
+		{`{"store":"/a","schema":"s"}`, `{"schema":"s"}`},
+		{`{"schema":"s"}`, `{"schema":"s"}`},
+	} {
+		got, err := driver.DropKeys([]byte(c.in), "store", "template")
+		if err != nil || string(got) != c.want {
+			t.Errorf("DropKeys(%s) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{`[1]`, `"x"`, `{`} {
+		if _, err := driver.DropKeys([]byte(in), "store"); err == nil {
+			t.Errorf("DropKeys(%s) succeeded", in)
+		}
+	}
+}

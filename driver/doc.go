@@ -34,6 +34,22 @@
 // must not carry credentials; [EncodeConfiguration] encodes it and refuses
 // keys that look like credentials with [ErrCredentials].
 //
+// # Many hosts (DESIGN §11)
+//
+// A recorded Configuration names what makes two resources interchangeable
+// (a format version, options that change behaviour), never where a store
+// lives, so that a moved data folder or another host opens the same
+// bindings. A driver whose older versions recorded more (a store path)
+// implements [ConfigurationReader] to read that form; [DropKeys] does the
+// common case.
+//
+// A driver whose bindings open from any host (a remote sandbox) implements
+// [Portable]. Any other binding is opened only by the owner that made it,
+// while no other owner held the execution since; a new owner binds anew
+// from the checkpoint that covers the head. Checkpoint contents that must
+// restore on another host go to a shared driver/blob store
+// (driver/blob/pgblob).
+//
 // # Coverage reuse
 //
 // By default any live step ends a resource's coverage, because the driver

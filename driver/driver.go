@@ -49,6 +49,41 @@ type CoverageReuser interface {
 	CoverageReuse() bool
 }
 
+// ConfigurationReader is implemented by a driver whose recorded
+// Configuration once had another form (DESIGN §11, relocatable
+// configuration): say, an older version that recorded where its store
+// lived. Before comparing a recorded Configuration with the driver's, the
+// kernel passes it through ReadConfiguration, so that a binding recorded
+// in the old form still matches a driver that records the new one.
+type ConfigurationReader interface {
+	// ReadConfiguration returns the recorded Configuration (JSON, as the
+	// kernel recorded it) in the form Configuration has today, or an error
+	// for a recording the driver cannot read.
+	ReadConfiguration(recorded []byte) ([]byte, error)
+}
+
+// Portable is implemented by a driver whose bindings open from any host
+// (DESIGN §11, where a resource may be opened): a remote sandbox, a
+// database reached over the network. A binding of a driver that does not
+// report Portable true names something local to the process that made it
+// (a directory, a file): only the owner that created it opens it, and only
+// while no other owner held the execution since. Any other owner binds
+// anew from the checkpoint covering the execution's head.
+type Portable interface {
+	// Portable reports whether the driver's bindings open from any host.
+	Portable() bool
+}
+
+// IsPortable reports whether d implements [Portable] and says true. Any
+// other value, nil and nil pointers included, reports false.
+func IsPortable(d any) bool {
+	p, ok := d.(Portable)
+	if !ok || isNil(d) {
+		return false
+	}
+	return p.Portable()
+}
+
 // Differ is implemented by a driver that can compare two of its
 // checkpoints (DESIGN §12): `forkline diff` uses it to show how two
 // executions' resources differ, and proptest.CheckAgent to compare a fork's

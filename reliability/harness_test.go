@@ -78,6 +78,12 @@ type childConfig struct {
 	// runs Serve with Concurrency until every one of them has ended.
 	Serve       int
 	Concurrency int
+	// Owner names the worker in the store's leases (sdk.WithOwner): one
+	// per data folder, so that a process that resumes after a kill is the
+	// same worker restarted and reopens its own workspaces (DESIGN §11: a
+	// workspace binding is not portable; a new owner would bind anew from
+	// a covering checkpoint or fail with resource_unavailable).
+	Owner string
 }
 
 // The child's progress markers, one per line on its standard output.
@@ -121,7 +127,7 @@ func childMain(raw string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
 	}
-	k, err := sdk.New(&leasedAckLog{ackLog: &ackLog{IndexedLog: store, side: acks, mark: mark}, Leaser: store})
+	k, err := sdk.New(&leasedAckLog{ackLog: &ackLog{IndexedLog: store, side: acks, mark: mark}, Leaser: store}, ownerOption(cfg)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
@@ -665,4 +671,12 @@ func spawn(cfg childConfig, plan *killPlan) (childRun, error) {
 		return run, fmt.Errorf("child: %v\n%s", werr, run.stderr)
 	}
 	return run, nil
+}
+
+// ownerOption is sdk.WithOwner(cfg.Owner) when cfg names an owner.
+func ownerOption(cfg childConfig) []sdk.Option {
+	if cfg.Owner == "" {
+		return nil
+	}
+	return []sdk.Option{sdk.WithOwner(cfg.Owner)}
 }

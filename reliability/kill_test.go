@@ -125,6 +125,7 @@ func (h *harness) config(sc scenario, dir string) childConfig {
 		Task:     task,
 		Acks:     filepath.Join(dir, "acks"),
 		Effects:  filepath.Join(dir, "effects"),
+		Owner:    "worker@" + dir,
 	}
 }
 
@@ -183,7 +184,7 @@ func (h *harness) calibrate(t *testing.T, sc scenario) {
 // kernel opens a parent-side kernel on store with the agents of cfg.
 func (h *harness) kernel(t testing.TB, store eventlog.IndexedLog, cfg childConfig) *sdk.Kernel {
 	t.Helper()
-	k, err := sdk.New(store)
+	k, err := sdk.New(store, ownerOption(cfg)...)
 	if err != nil {
 		t.Fatal(err)
 	}

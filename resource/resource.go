@@ -100,7 +100,10 @@ func (e erased[H, B]) Checkpoint(ctx context.Context, handle any) (string, error
 }
 
 // Match checks that d is the driver recorded in rec: same DriverID, and
-// Configuration equal as JSON values. The error wraps ErrMismatch.
+// Configuration equal as JSON values. A driver that implements
+// driver.ConfigurationReader reads the recorded Configuration first, so
+// that an older recorded form (one that named a store path) still matches.
+// The error wraps ErrMismatch.
 func Match(d Driver, rec *eventlog.ResourceBound) error {
 	if d.DriverID() != rec.DriverID {
 		return fmt.Errorf("%w: resource %q was bound by driver %q, this driver is %q",
@@ -110,7 +113,16 @@ func Match(d Driver, rec *eventlog.ResourceBound) error {
 	if err != nil {
 		return err
 	}
-	if !sameJSON(cfg, rec.Configuration) {
+	recorded := rec.Configuration
+	if r, ok := d.Unwrap().(driver.ConfigurationReader); ok && len(recorded) > 0 {
+		now, err := r.ReadConfiguration(recorded)
+		if err != nil {
+			return fmt.Errorf("%w: resource %q was bound with configuration %s, which driver %q cannot read: %v",
+				ErrMismatch, rec.Key, orNull(rec.Configuration), d.DriverID(), err)
+		}
+		recorded = now
+	}
+	if !sameJSON(cfg, recorded) {
 		return fmt.Errorf("%w: resource %q was bound with configuration %s, this driver has %s",
 			ErrMismatch, rec.Key, orNull(rec.Configuration), orNull(cfg))
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/dirfs"
+	"github.com/forkline/forkline/driver/sqlitedb"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/internal/testdriver"
 	"github.com/forkline/forkline/policy"
@@ -156,4 +158,54 @@ func TestOpenBadBinding(t *testing.T) {
 	if _, err := resource.Open(context.Background(), d, rec); !errors.Is(err, resource.ErrBadBinding) {
 		t.Fatalf("Open = %v, want ErrBadBinding", err)
 	}
+}
+
+// TestMatchReadsOldConfiguration: DESIGN §11 (relocatable configuration).
+// A binding recorded by an older dirfs or sqlitedb, whose Configuration
+// named the store's absolute path, matches today's driver with its store
+// anywhere; a recorded key the driver does not know still mismatches, and
+// so does another driver's ID.
+func TestMatchReadsOldConfiguration(t *testing.T) {
+	dirs := []struct {
+		name string
+		d    resource.Driver
+		id   string
+		cfg  string // today's recorded form
+	}{
+		{"dirfs", must(resource.Erase(dirfs.New(dirfs.Config{Store: t.TempDir()}))), dirfs.ID, ""},
+		{"sqlitedb", must(resource.Erase(sqlitedb.New(sqlitedb.Config{Store: t.TempDir(), Schema: "CREATE TABLE t(x)"}))), sqlitedb.ID, `,"schema":"CREATE TABLE t(x)"`},
+	}
+	for _, c := range dirs {
+		cfg, err := c.d.Configuration()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(cfg), "/") {
+			t.Errorf("%s: Configuration %s holds a path", c.name, cfg)
+		}
+		for rec, ok := range map[string]bool{
+			`{"store":"/old/path/ws"` + c.cfg + `}`:                        true,
+			`{"store":"/old/path/ws","template":"/old/tmpl"` + c.cfg + `}`: true,
+			`{"store":"/old/path/ws","compression":"zstd"` + c.cfg + `}`:   false,
+			`{"store":"/old/path/ws","schema":"CREATE TABLE u(y)"}`:        false,
+		} {
+			err := resource.Match(c.d, &eventlog.ResourceBound{Key: "k", DriverID: c.id, Configuration: json.RawMessage(rec)})
+			if ok && err != nil {
+				t.Errorf("%s: Match(%s) = %v, want a match", c.name, rec, err)
+			}
+			if !ok && !errors.Is(err, resource.ErrMismatch) {
+				t.Errorf("%s: Match(%s) = %v, want ErrMismatch", c.name, rec, err)
+			}
+		}
+		if err := resource.Match(c.d, &eventlog.ResourceBound{Key: "k", DriverID: "other.v1", Configuration: json.RawMessage(`{"store":"/x"}`)}); !errors.Is(err, resource.ErrMismatch) {
+			t.Errorf("%s: another DriverID matched: %v", c.name, err)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

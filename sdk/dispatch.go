@@ -47,6 +47,16 @@ type dispatch struct {
 	// while some remain (IsReplaying).
 	recorded int
 	consumed map[string]bool
+
+	// Who held the execution (DESIGN §11, where a resource may be opened):
+	// holder is the Owner of the newest dispatch.started, holderSince the
+	// seq of the first dispatch.started of the newest run of dispatches
+	// by that owner, startedAt the seq of the newest dispatch.started
+	// (this dispatch's, once it began). A binding that is not portable is
+	// opened only when it was made after holderSince.
+	holder      string
+	holderSince uint64
+	startedAt   uint64
 	pos      *positions // call positions and Strict's checks (DESIGN §15)
 	// newInput reports a lineage that a fork.created gave a new input
 	// (DESIGN §12): its run may leave recorded steps of its prefix behind,
@@ -100,6 +110,12 @@ func dispatchFrom(ctx context.Context) (*dispatch, error) {
 
 // apply folds one event into every fold. d.mu is held (or d is not shared).
 func (d *dispatch) apply(ev eventlog.Event) error {
+	if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+		if ds.Owner != d.holder {
+			d.holder, d.holderSince = ds.Owner, ev.Seq
+		}
+		d.startedAt = ev.Seq
+	}
 	if err := d.state.Apply(ev); err != nil {
 		return err
 	}
@@ -266,7 +282,19 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	}
 	if herr != nil {
 		if ctx.Err() != nil {
-			// Cancelled: nothing is recorded, the execution stays resumable.
+			// Cancelled (Serve ending, a shutdown): no outcome is recorded,
+			// the execution stays resumable. Every uncovered resource whose
+			// driver is not portable is captured first, so that the next
+			// owner — perhaps on another host — binds anew from the head
+			// instead of failing with resource_unavailable (DESIGN §11); a
+			// portable one the next owner opens as it is. A capture that
+			// cannot be written (the lease is lost) changes nothing.
+			local := func(b *bound) bool { return !driver.IsPortable(b.driver.Unwrap()) }
+			if caps := d.uncoveredCapturesLocked(local); len(caps) > 0 {
+				if err := d.appendLocked(false, caps...); err == nil {
+					d.logCaptures(caps)
+				}
+			}
 			return nil, fmt.Errorf("sdk: execution %s: dispatch cancelled: %w (handler: %v)", d.id, context.Cause(ctx), herr)
 		}
 		fail := &ExecutionError{ID: d.id, Code: eventlog.FailHandler, Message: herr.Error(), cause: herr}
@@ -772,8 +800,10 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 	recorded := func() *eventlog.ResourceBound {
 		return &eventlog.ResourceBound{Key: rec.Key, DriverID: rec.DriverID, Configuration: rec.Configuration, Binding: rec.Binding}
 	}
-	if hasBinding && rec.Own {
-		// An earlier dispatch of this execution bound it: open that binding.
+	takeover := hasBinding && rec.Own && !driver.IsPortable(drv.Unwrap()) && rec.Seq < d.holderSince
+	if hasBinding && rec.Own && !takeover {
+		// An earlier dispatch of this execution bound it, and this owner
+		// may open it: open that binding.
 		h, err := resource.Open(ctx, drv, recorded())
 		if err != nil {
 			return nil, d.resourceError(err)
@@ -788,7 +818,22 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 		return nil, fmt.Errorf("sdk: resource %q not created: %w", key, err)
 	}
 	from, reuse := "", drv.CoverageReuse()
-	if hasBinding {
+	switch {
+	case takeover:
+		// Another owner made the binding, or held the execution since: the
+		// resource may live on another host. Bind anew from the checkpoint
+		// that covers the head, by the same driver, with the recorded
+		// policy (DESIGN §11).
+		if err := resource.Match(drv, recorded()); err != nil {
+			return nil, d.resourceError(err)
+		}
+		ref, err := d.headCheckpoint(key, drv.DriverID())
+		if err != nil {
+			return nil, d.resourceError(err)
+		}
+		from, reuse = ref, rec.CoverageReuse
+		pol = policy.Checkpoints{EverySteps: rec.EverySteps, OnCompletion: rec.OnCompletion}
+	case hasBinding:
 		// Inherited from the parent: never opened; the fork gets its own
 		// resource from its selection, by the same driver, with the
 		// lineage's policy.
@@ -825,6 +870,26 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 	return h, nil
 }
 
+// headCheckpoint returns the checkpoint that covers resource key at the
+// start of this dispatch (its dispatch.started, which advances nothing, so
+// at the head it took over), or an error wrapping ErrResourceUnavailable
+// when the resource is uncovered there.
+func (d *dispatch) headCheckpoint(key, driverID string) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.startedAt > 0 {
+		if pt, err := d.cov.Point(d.startedAt); err == nil {
+			for _, sel := range pt.Resources {
+				if sel.Key == key && sel.Covered && sel.Ref != "" {
+					return sel.Ref, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("%w: resource %q was bound under another owner than %q, its driver %s is not portable, and no checkpoint covers the head",
+		ErrResourceUnavailable, key, d.lease.Owner, driverID)
+}
+
 // resourceError fails the execution for the errors DESIGN §5 says fail it
 // and passes the others (bad input, a driver's transient failure) through.
 func (d *dispatch) resourceError(err error) error {
@@ -835,6 +900,8 @@ func (d *dispatch) resourceError(err error) error {
 		d.failLocked(eventlog.FailResourceMismatch, err)
 	case errors.Is(err, driver.ErrCheckpointUnavailable):
 		d.failLocked(eventlog.FailCheckpointUnavailable, err)
+	case errors.Is(err, ErrResourceUnavailable):
+		d.failLocked(eventlog.FailResourceUnavailable, err)
 	default:
 		return err
 	}

@@ -19,6 +19,13 @@ var ErrDenied = errors.New("sdk: call denied")
 // code resource_mismatch.
 var ErrResourceMismatch = resource.ErrMismatch
 
+// ErrResourceUnavailable is wrapped when a new owner of an execution (a
+// takeover, another host) cannot open a resource's binding — its driver is
+// not driver.Portable and another owner made it or held the execution
+// since — and no checkpoint covers the head to bind anew from (DESIGN
+// §11). The execution fails with code resource_unavailable.
+var ErrResourceUnavailable = errors.New("sdk: resource unavailable to this owner")
+
 // ErrNotInExecution is returned by Resource, Tool.Call and Step when their
 // context does not come from a running handler.
 var ErrNotInExecution = errors.New("sdk: not called from a running handler")
@@ -108,6 +115,8 @@ func recordedFailure(id eventlog.ID, code eventlog.FailureCode, msg string) *Exe
 		e.cause = driver.ErrCheckpointUnavailable
 	case eventlog.FailResourceMismatch:
 		e.cause = ErrResourceMismatch
+	case eventlog.FailResourceUnavailable:
+		e.cause = ErrResourceUnavailable
 	case eventlog.FailDeadline:
 		e.cause = context.DeadlineExceeded
 	case eventlog.FailNondeterministic:

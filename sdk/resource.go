@@ -41,6 +41,17 @@ func OnCompletion(on bool) ResourceOption {
 // opts applies when the lineage binds key for the first time; after that the
 // recorded policy wins.
 //
+// Where a resource may be opened (DESIGN §11): a binding whose driver is
+// not driver.Portable (dirfs, sqlitedb) is opened only by the owner that
+// made it, and only while no other owner held the execution since (the
+// Owner of dispatch.started). A new owner — a takeover, a worker on another
+// host, a restarted process with a new owner name — binds anew from the
+// checkpoint covering the head (resource.bound{From}); with the head
+// uncovered the execution fails with code resource_unavailable
+// (ErrResourceUnavailable). A dispatch that parks or whose context ends
+// captures its uncovered resources first, so a planned handoff keeps its
+// state.
+//
 // A driver whose DriverID or Configuration differ from the recorded ones
 // fails the call with ErrResourceMismatch and the execution with it; a
 // fork's checkpoint the driver cannot restore (driver.ErrCheckpointUnavailable)

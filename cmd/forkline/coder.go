@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/blob"
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/examples/coder"
@@ -108,18 +109,19 @@ type coderKernel struct {
 	drv   *dirfs.Driver // for reading workspaces and restoring checkpoints
 }
 
-func openCoderKernel(log logStore, dirfsStore string, m *model) (*coderKernel, error) {
+func openCoderKernel(log logStore, dirfsStore string, blobs blob.Store, m *model) (*coderKernel, error) {
 	k, err := sdk.New(log)
 	if err != nil {
 		return nil, err
 	}
+	cfg := dirfs.Config{Store: dirfsStore, Blobs: blobs}
 	newDriver := func() driver.Driver[*dirfs.Workspace, dirfs.Binding] {
-		return dirfs.New(dirfs.Config{Store: dirfsStore})
+		return dirfs.New(cfg)
 	}
 	if _, err := sdk.Register(k, coderAgent, coder.Handler(newDriver, m.Model)); err != nil {
 		return nil, err
 	}
-	return &coderKernel{k: k, store: log, drv: dirfs.New(dirfs.Config{Store: dirfsStore})}, nil
+	return &coderKernel{k: k, store: log, drv: dirfs.New(cfg)}, nil
 }
 
 // files is a workspace's regular files by slash path.

@@ -62,7 +62,12 @@ func cmdDemo(e *env, task string) error {
 	if err != nil {
 		return err
 	}
-	ck, err := openCoderKernel(store, dirfsStore, m)
+	blobs, closeBlobs, err := openBlobs(e)
+	if err != nil {
+		return err
+	}
+	defer closeBlobs()
+	ck, err := openCoderKernel(store, dirfsStore, blobs, m)
 	if err != nil {
 		return err
 	}

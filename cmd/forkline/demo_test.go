@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -414,5 +415,74 @@ func TestDemoRealModel(t *testing.T) {
 	// The parent's 12 turns, the covered fork's 5 and the uncovered fork's 4.
 	if n := m.Requests(); n != 12+5+4 {
 		t.Fatalf("the configured endpoint answered %d requests, want 21", n)
+	}
+}
+
+// TestForkInCopiedDataFolder is the README bug of DESIGN §11 (relocatable
+// configuration): a data folder copied to another path, its original
+// removed, forks and runs there. Before, the recorded workspace binding
+// named the original store path and the fork failed with
+// resource_mismatch.
+func TestForkInCopiedDataFolder(t *testing.T) {
+	t.Setenv("LLM_MODEL", "")
+	base := t.TempDir()
+	orig, moved := filepath.Join(base, "orig"), filepath.Join(base, "elsewhere", "copy")
+	if _, stderr, code := runCLI(t, "--dir", orig, "--json", "demo"); code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, stderr)
+	}
+	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", orig, moved).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v: %s", err, out)
+	}
+	if err := os.Chmod(orig, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("chmod", "-R", "u+w", orig).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(orig); err != nil {
+		t.Fatal(err)
+	}
+	parent := readDemoLog(t, moved)[0]
+	for _, ev := range parent.events {
+		if b, ok := ev.Data.(*eventlog.ResourceBound); ok && strings.Contains(string(b.Configuration), base) {
+			t.Fatalf("seq %d: resource.bound records a path: %s", ev.Seq, b.Configuration)
+		}
+	}
+	stdout, stderr, code := runCLI(t, "--dir", moved, "--json", "fork", parent.info.ID.String(), "45")
+	if code != 0 {
+		t.Fatalf("fork: exit %d: %s", code, stderr)
+	}
+	var fk struct{ ID string }
+	if err := json.Unmarshal([]byte(stdout), &fk); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = runCLI(t, "--dir", moved, "--json", "run", fk.ID)
+	if code != 0 {
+		t.Fatalf("run in the copied folder: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	var res struct{ Status string }
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != eventlog.StatusCompleted.String() {
+		t.Fatalf("run in the copied folder: %s, want completed", stdout)
+	}
+	// The fork's own binding was made from the copied store's checkpoint.
+	for _, x := range readDemoLog(t, moved) {
+		if x.info.ID.String() != fk.ID {
+			continue
+		}
+		var bound []string
+		for _, ev := range x.events[45:] {
+			if b, ok := ev.Data.(*eventlog.ResourceBound); ok {
+				bound = append(bound, b.From)
+			}
+		}
+		if len(bound) != 1 || bound[0] == "" {
+			t.Fatalf("fork's own bindings from %q, want one from a checkpoint", bound)
+		}
 	}
 }

@@ -29,7 +29,7 @@ const defaultDir = "forkline-data"
 const usageText = `forkline — inspect, fork and run durable agent executions
 
 Usage:
-  forkline [--dir DIR] [--db URL] <command> [flags] [args]
+  forkline [--dir DIR] [--db URL] [--blob URL] <command> [flags] [args]
 
 Commands:
   demo [--task TEXT]        run the coder agent, fork it at a covered and an
@@ -80,6 +80,11 @@ Flags (before or after the command):
                (postgres://user@host:5432/db[?forkline_schema=NAME]; default
                $FORKLINE_DB). Every command reads it directly, also while
                workers run; the workspace store stays in DIR/dirfs
+  --blob URL   share the workspace checkpoints of demo and run with other
+               data folders and hosts: a Postgres URL (tables blobs and
+               blob_chunks in its forkline_schema, default forkline) or a
+               directory (default $FORKLINE_BLOB; none: DIR/dirfs alone).
+               A fork made on one host then runs on another
   --json       one JSON document per command instead of tables
   --progress   progress line on stderr during long scans (default: only when
                stderr is a terminal)
@@ -104,6 +109,7 @@ another process), with a one-line error and nothing written.
 type options struct {
 	dir      string
 	db       string // --db or FORKLINE_DB: a Postgres log instead of DIR/log
+	blob     string // --blob or FORKLINE_BLOB: a shared checkpoint store (Postgres URL or directory)
 	json     bool
 	progress bool
 }
@@ -113,6 +119,7 @@ type options struct {
 func (o *options) commonFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.dir, "dir", o.dir, "data folder")
 	fs.StringVar(&o.db, "db", o.db, "Postgres URL of the event log")
+	fs.StringVar(&o.blob, "blob", o.blob, "shared checkpoint store: Postgres URL or directory")
 	fs.BoolVar(&o.json, "json", o.json, "JSON output")
 	fs.BoolVar(&o.progress, "progress", o.progress, "progress line on stderr")
 }
@@ -223,7 +230,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	opts := options{dir: defaultDir, db: os.Getenv("FORKLINE_DB")}
+	opts := options{dir: defaultDir, db: os.Getenv("FORKLINE_DB"), blob: os.Getenv("FORKLINE_BLOB")}
 	global := flag.NewFlagSet("forkline", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	opts.commonFlags(global)

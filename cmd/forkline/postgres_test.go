@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,5 +171,54 @@ func TestBadDB(t *testing.T) {
 	_, stderr, code := runCLI(t, "--db", "mysql://x", "ls")
 	if code != exitInput || stderr == "" {
 		t.Fatalf("--db mysql://x: exit %d: %s", code, stderr)
+	}
+}
+
+// TestForkRunsOnAnotherHost: DESIGN §11 (shared checkpoints), the README's
+// two-host walk-through. Host A (data folder A) runs the demo on a shared
+// Postgres log with --blob; host B (data folder B) forks the parent and
+// runs the fork: its workspace is restored from A's checkpoint through the
+// shared blob store. Without --blob, B has no copy of the checkpoint and
+// the run fails with checkpoint_unavailable.
+func TestForkRunsOnAnotherHost(t *testing.T) {
+	t.Setenv("LLM_MODEL", "")
+	url := pgtest.SchemaURL(t)
+	hostA, hostB := t.TempDir(), t.TempDir()
+	a := []string{"--dir", hostA, "--db", url, "--blob", url}
+	if _, stderr, code := runCLI(t, append(a, "--json", "demo")...); code != 0 {
+		t.Fatalf("host A demo: exit %d: %s", code, stderr)
+	}
+	parent := lsJSON(t, a...)[0].ID
+	fork := func(args ...string) string {
+		stdout, stderr, code := runCLI(t, append(args, "--json", "fork", parent, "45")...)
+		if code != 0 {
+			t.Fatalf("fork: exit %d: %s", code, stderr)
+		}
+		var fk struct{ ID string }
+		if err := json.Unmarshal([]byte(stdout), &fk); err != nil {
+			t.Fatal(err)
+		}
+		return fk.ID
+	}
+	// Without the shared store host B cannot restore A's checkpoint.
+	bare := []string{"--dir", hostB, "--db", url}
+	id := fork(bare...)
+	if _, stderr, code := runCLI(t, append(bare, "run", id)...); code == 0 || !strings.Contains(stderr, "checkpoint_unavailable") {
+		t.Fatalf("run on host B without --blob: exit %d: %s; want checkpoint_unavailable", code, stderr)
+	}
+	b := []string{"--dir", hostB, "--db", url, "--blob", url}
+	id = fork(b...)
+	stdout, stderr, code := runCLI(t, append(b, "--json", "run", id)...)
+	if code != 0 {
+		t.Fatalf("run on host B: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	var res struct{ Status string }
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Status != eventlog.StatusCompleted.String() {
+		t.Fatalf("run on host B: %s (%v); want completed", stdout, err)
+	}
+	// Host B's workspace lives in B's data folder.
+	des, err := os.ReadDir(filepath.Join(storeDir(hostB), "workspaces"))
+	if err != nil || len(des) == 0 {
+		t.Fatalf("host B's workspaces: %v, %v", des, err)
 	}
 }

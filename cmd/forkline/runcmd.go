@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/forkline/forkline/eventlog"
@@ -30,11 +29,19 @@ func cmdRun(e *env, idArg string) error {
 			return err
 		}
 		defer m.close()
-		dirfsStore, err := recordedStore(e, l)
+		// The data folder's own store, wherever the lineage was recorded:
+		// dirfs records no path (DESIGN §11), so a copied or moved data
+		// folder forks from its own checkpoints.
+		dirfsStore, err := filepath.Abs(storeDir(e.opts.dir))
 		if err != nil {
 			return err
 		}
-		ck, err := openCoderKernel(s, dirfsStore, m)
+		blobs, closeBlobs, err := openBlobs(e)
+		if err != nil {
+			return err
+		}
+		defer closeBlobs()
+		ck, err := openCoderKernel(s, dirfsStore, blobs, m)
 		if err != nil {
 			return err
 		}
@@ -75,27 +82,4 @@ func cmdRun(e *env, idArg string) error {
 		}
 		return nil
 	})
-}
-
-// recordedStore is the dirfs store the lineage's workspace was bound with,
-// so that a fork restores from its parent's checkpoints even when --dir
-// names the data folder by another path; the data folder's store when
-// nothing was recorded or the recorded one is gone.
-func recordedStore(e *env, l *lineage) (string, error) {
-	for _, ev := range l.events {
-		b, ok := ev.Data.(*eventlog.ResourceBound)
-		if !ok || b.Key != workspaceKey {
-			continue
-		}
-		var cfg struct {
-			Store string `json:"store"`
-		}
-		if json.Unmarshal(b.Configuration, &cfg) == nil && cfg.Store != "" {
-			if fi, err := os.Stat(cfg.Store); err == nil && fi.IsDir() {
-				return cfg.Store, nil
-			}
-		}
-		break
-	}
-	return filepath.Abs(storeDir(e.opts.dir))
 }

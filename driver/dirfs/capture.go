@@ -186,6 +186,9 @@ func (d *Driver) captureLocked(ctx context.Context, w *Workspace) (string, error
 			return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
 		}
 	}
+	if err := d.publishShared(ctx, ref, m, data); err != nil {
+		return "", err
+	}
 	w.mu.index = next
 	w.mu.last = st
 	w.mu.entries = len(m)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/blob"
 	"github.com/forkline/forkline/driver/internal/storefs"
 )
 
@@ -52,6 +53,14 @@ type Config struct {
 	// machine, after which a ref may not restore. For tests and throwaway
 	// stores. Default false. Not part of the recorded Configuration.
 	NoSync bool `json:"-"`
+	// Blobs, when set, is a shared store of checkpoint contents (DESIGN
+	// §11, shared checkpoints), such as a pgblob.Store that every host of a
+	// Postgres log reaches: each capture also puts its blobs and manifest
+	// there, and a restore gets from there what the local store lacks, so
+	// a checkpoint captured on one host restores on another. Default nil:
+	// the local store alone, which is the directory implementation
+	// blob.NewDir(Store) reads. Not part of the recorded Configuration.
+	Blobs blob.Store `json:"-"`
 }
 
 // Validate reports whether c is usable. Its error wraps [ErrConfig].
@@ -81,6 +90,7 @@ type Driver struct {
 	// use it to act out a file system with coarse timestamps.
 	granularity time.Duration
 	noReflink   atomic.Bool // set once a reflink failed: copy from then on
+	shared      sync.Map    // blob.Hash → true: known to be in Config.Blobs
 
 	mu struct {
 		sync.Mutex
@@ -91,6 +101,7 @@ type Driver struct {
 var (
 	_ driver.Driver[*Workspace, Binding] = (*Driver)(nil)
 	_ driver.CoverageReuser              = (*Driver)(nil)
+	_ driver.ConfigurationReader         = (*Driver)(nil)
 )
 
 // New returns a Driver for cfg. It does no IO and never fails: an invalid
@@ -122,15 +133,25 @@ func absPath(p string) string {
 // DriverID returns [ID].
 func (d *Driver) DriverID() string { return ID }
 
-// Configuration returns the recorded settings: the store and the template,
-// as absolute paths. A checkpoint ref means something only within its store,
-// and the template decides the initial environment, so a driver with another
-// store or template is a different resource.
-func (d *Driver) Configuration() any {
-	return struct {
-		Store    string `json:"store"`
-		Template string `json:"template,omitempty"`
-	}{d.cfg.Store, d.cfg.Template}
+// Configuration returns nil: no setting of a Driver changes what a
+// workspace or a checkpoint is. [ID] names the on-disk and manifest format;
+// Store and Blobs say only where contents live, so that a moved data
+// folder, a restored backup or another host (DESIGN §11) opens the same
+// bindings; Template shapes only workspaces created from the initial
+// environment, which are captured at once.
+//
+// Versions before relocatable configuration recorded
+// {"store": …, "template": …} as absolute paths; [Driver.ReadConfiguration]
+// reads that form as nil, so their bindings keep matching.
+func (d *Driver) Configuration() any { return nil }
+
+// ReadConfiguration implements [driver.ConfigurationReader]: it drops the
+// "store" and "template" keys that older versions recorded, so that a
+// binding recorded as {"store":"/old/path"} matches this driver wherever
+// its store lives now. Any other key makes the recording another driver's
+// and is kept, so the binding mismatches.
+func (d *Driver) ReadConfiguration(recorded []byte) ([]byte, error) {
+	return driver.DropKeys(recorded, "store", "template")
 }
 
 // CoverageReuse returns Config.CoverageReuse.

@@ -98,6 +98,30 @@
 // a step that may change it runs; a capture of a directory that changes
 // under it captures some mixture of old and new files.
 //
+// # Shared checkpoints and moved stores
+//
+// With [Config.Blobs] set to a shared blob.Store (driver/blob; pgblob for
+// hosts sharing a Postgres log), the local store is a cache of it: a
+// capture also puts the blobs the shared store lacks and then the manifest,
+// as a blob named by the ref; a restore whose manifest or blobs are missing
+// locally gets them from the shared store, checking each against its hash,
+// and materializes locally as above. So a checkpoint captured on host A
+// restores on host B (DESIGN §11). [Driver.Delete] deletes the manifest
+// from the shared store too; [Driver.GC] and [Driver.Live] collect the
+// local store only. Without Blobs, the local blobs/ and tmp/ are exactly
+// the directory implementation blob.NewDir(Store).
+//
+// A binding is a workspace of the local store: it is not portable (it does
+// not implement driver.Portable), so the kernel opens it only in the
+// process that created it and binds anew from a checkpoint elsewhere.
+//
+// The recorded Configuration is nil ([Driver.Configuration]): nothing in it
+// names where the store lives, so a data folder copied or moved to another
+// path opens its bindings and restores its checkpoints. Bindings recorded
+// by older versions hold {"store": "/abs/path", "template": …};
+// [Driver.ReadConfiguration] drops those two keys before the kernel
+// compares, so those logs keep working wherever the store is now.
+//
 // # Coverage reuse
 //
 // [Config.CoverageReuse] declares that every change to the workspace goes

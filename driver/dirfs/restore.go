@@ -25,8 +25,14 @@ func (d *Driver) restore(ctx context.Context, ref, id string) error {
 		return &Error{Op: "create", Ref: ref, Err: err}
 	}
 	defer unlock()
+	if err := d.fetchManifest(ctx, ref); err != nil {
+		return err
+	}
 	m, err := d.openManifest("create", ref)
 	if err != nil {
+		return err
+	}
+	if err := d.fetchBlobs(ctx, ref, m); err != nil {
 		return err
 	}
 	tmp := d.store.restoring(id)

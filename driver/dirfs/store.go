@@ -123,7 +123,9 @@ func (d *Driver) Checkpoints() ([]string, error) {
 // [driver.ErrCheckpointUnavailable] from then on. Its blobs stay until
 // [Driver.GC]. Deleting a checkpoint that does not exist is an error wrapping
 // [driver.ErrCheckpointUnavailable]. Because refs are content addresses, two
-// captures of the same tree share a ref, and deleting it deletes both.
+// captures of the same tree share a ref, and deleting it deletes both. With
+// Config.Blobs set, the manifest is deleted from the shared store too (its
+// blobs stay), so that no host restores the ref any more.
 func (d *Driver) Delete(ref string) error {
 	if err := d.ready(); err != nil {
 		return &Error{Op: "delete", Ref: ref, Err: err}
@@ -136,8 +138,15 @@ func (d *Driver) Delete(ref string) error {
 		return &Error{Op: "delete", Ref: ref, Err: err}
 	}
 	defer unlock()
+	inShared, err := d.deleteShared(context.Background(), ref)
+	if err != nil {
+		return &Error{Op: "delete", Ref: ref, Err: fmt.Errorf("shared blob store: %w", err)}
+	}
 	if err := os.Remove(d.store.manifest(ref)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
+			if inShared {
+				return nil
+			}
 			err = unavailable(fmt.Errorf("no such checkpoint: %w", err))
 		}
 		return &Error{Op: "delete", Ref: ref, Err: err}

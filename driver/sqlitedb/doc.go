@@ -34,6 +34,16 @@
 // Databases are opened in WAL mode with a busy timeout, so several handles
 // (Open of the same binding) can use one database at once.
 //
+// # Shared checkpoints and moved stores
+//
+// With [Config.Blobs] set to a shared blob.Store, each checkpoint also puts
+// its snapshot there (a snapshot is one blob, named by its ref), and
+// Create fetches a snapshot the local store lacks from there, checking its
+// hash: a checkpoint captured on one host restores on another (DESIGN
+// §11). The recorded Configuration holds only the schema, never a path;
+// bindings recorded by older versions, which held "store" and "template"
+// paths too, are read without them ([Driver.ReadConfiguration]).
+//
 // # Refs
 //
 // A ref is the 64-digit lower-case hex SHA-256 of the snapshot file;

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/blob"
 	"github.com/forkline/forkline/driver/internal/storefs"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -92,6 +93,14 @@ type Config struct {
 	// for tests and throwaway stores. It does not change SQLite's own
 	// synchronous setting. Default false.
 	NoSync bool `json:"-"`
+	// Blobs, when set, is a shared store of snapshots (DESIGN §11, shared
+	// checkpoints), such as a pgblob.Store every host of a Postgres log
+	// reaches: each checkpoint also puts its snapshot there (a snapshot is
+	// one blob; its ref is its hash), and a restore gets from there a
+	// snapshot the local store lacks, so a checkpoint captured on one host
+	// restores on another. Default nil: the local snapshots/ directory
+	// alone. Not part of the recorded Configuration.
+	Blobs blob.Store `json:"-"`
 }
 
 // Validate reports whether c is usable. Its error wraps [ErrConfig].
@@ -138,6 +147,7 @@ type Driver struct {
 var (
 	_ driver.Driver[*DB, Binding] = (*Driver)(nil)
 	_ driver.CoverageReuser       = (*Driver)(nil)
+	_ driver.ConfigurationReader  = (*Driver)(nil)
 )
 
 // New returns a Driver for cfg. It does no IO and never fails: an invalid
@@ -164,13 +174,28 @@ func absPath(p string) string {
 // DriverID returns [ID].
 func (d *Driver) DriverID() string { return ID }
 
-// Configuration returns the recorded settings: store, template and schema.
+// Configuration returns the recorded settings: the schema, which decides
+// what an initial database holds. Where the store or the template lives is
+// not recorded (DESIGN §11, relocatable configuration), so that a moved
+// data folder, a restored backup or another host opens the same bindings.
+//
+// Versions before relocatable configuration recorded "store" and
+// "template" as absolute paths as well; [Driver.ReadConfiguration] reads
+// that form without them.
 func (d *Driver) Configuration() any {
+	if d.cfg.Schema == "" {
+		return nil
+	}
 	return struct {
-		Store    string `json:"store"`
-		Template string `json:"template,omitempty"`
-		Schema   string `json:"schema,omitempty"`
-	}{d.cfg.Store, d.cfg.Template, d.cfg.Schema}
+		Schema string `json:"schema"`
+	}{d.cfg.Schema}
+}
+
+// ReadConfiguration implements [driver.ConfigurationReader]: it drops the
+// "store" and "template" keys older versions recorded, so that their
+// bindings match this driver wherever its store lives now.
+func (d *Driver) ReadConfiguration(recorded []byte) ([]byte, error) {
+	return driver.DropKeys(recorded, "store", "template")
 }
 
 // CoverageReuse returns Config.CoverageReuse.
@@ -243,7 +268,7 @@ func (d *Driver) Create(ctx context.Context, from string) (*DB, Binding, error) 
 	if from == "" {
 		err = d.createInitial(ctx, tmp)
 	} else {
-		err = d.restore(from, tmp)
+		err = d.restore(ctx, from, tmp)
 	}
 	if err != nil {
 		removeDB(tmp)
@@ -287,8 +312,12 @@ func (d *Driver) createInitial(ctx context.Context, path string) error {
 	return db.Close()
 }
 
-// restore copies the snapshot ref to path, checking its hash.
-func (d *Driver) restore(ref, path string) error {
+// restore copies the snapshot ref to path, checking its hash; a snapshot
+// the local store lacks is first fetched from Config.Blobs, if set.
+func (d *Driver) restore(ctx context.Context, ref, path string) error {
+	if err := d.fetchShared(ctx, ref); err != nil {
+		return err
+	}
 	sum, err := d.copyFile(path, d.snapshot(ref))
 	if errors.Is(err, fs.ErrNotExist) {
 		return unavailable(fmt.Errorf("no such checkpoint: %w", err))
@@ -420,7 +449,7 @@ func (d *Driver) Checkpoint(ctx context.Context, db *DB) (string, error) {
 		if err := os.Chtimes(dst, now, now); err != nil {
 			return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
 		}
-		return ref, nil
+		return ref, d.putShared(ctx, ref)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
@@ -428,7 +457,74 @@ func (d *Driver) Checkpoint(ctx context.Context, db *DB) (string, error) {
 	if err := d.syncDir(d.dir("snapshots")); err != nil {
 		return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
 	}
-	return ref, nil
+	return ref, d.putShared(ctx, ref)
+}
+
+// putShared puts the local snapshot ref into Config.Blobs, if set, unless
+// it holds it already.
+func (d *Driver) putShared(ctx context.Context, ref string) error {
+	if d.cfg.Blobs == nil {
+		return nil
+	}
+	h, err := blob.ParseHash(ref)
+	if err == nil {
+		var has bool
+		if has, err = d.cfg.Blobs.Has(ctx, h); err == nil && !has {
+			var f *os.File
+			if f, err = os.Open(d.snapshot(ref)); err == nil {
+				err = d.cfg.Blobs.Put(ctx, h, f)
+				_ = f.Close()
+			}
+		}
+	}
+	if err != nil {
+		return &Error{Op: "checkpoint", Ref: ref, Err: fmt.Errorf("shared blob store: %w", err)}
+	}
+	return nil
+}
+
+// fetchShared copies the snapshot ref from Config.Blobs into the local
+// snapshots/, if the local store lacks it and a shared store is set. A
+// snapshot the shared store lacks too is left for the copy to report; one
+// whose content does not match is ErrCorrupt.
+func (d *Driver) fetchShared(ctx context.Context, ref string) error {
+	if d.cfg.Blobs == nil {
+		return nil
+	}
+	dst := d.snapshot(ref)
+	if _, err := os.Lstat(dst); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	h, err := blob.ParseHash(ref)
+	if err != nil {
+		return unavailable(ErrInvalidRef)
+	}
+	r, err := d.cfg.Blobs.Get(ctx, h)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("shared blob store: %w", err)
+	}
+	defer r.Close()
+	tmp := filepath.Join(d.dir("tmp"), storefs.NewID()+storefs.TempSuffix)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		if errors.Is(err, blob.ErrCorrupt) {
+			return unavailable(fmt.Errorf("%w: shared blob store: %w", ErrCorrupt, err))
+		}
+		return fmt.Errorf("shared blob store: %w", err)
+	}
+	if err := storefs.Commit(f, dst, !d.cfg.NoSync); err != nil {
+		return err
+	}
+	return d.syncDir(d.dir("snapshots"))
 }
 
 // Checkpoints returns the refs of every snapshot in the store, sorted.
@@ -450,9 +546,9 @@ func (d *Driver) Checkpoints() ([]string, error) {
 	return refs, nil
 }
 
-// Delete removes the snapshot ref; Create(ref) reports
-// [driver.ErrCheckpointUnavailable] from then on, and so does Delete of a
-// ref that does not exist.
+// Delete removes the snapshot ref, from Config.Blobs too when set;
+// Create(ref) reports [driver.ErrCheckpointUnavailable] from then on, and
+// so does Delete of a ref that does not exist.
 func (d *Driver) Delete(ref string) error {
 	if err := d.ready(); err != nil {
 		return &Error{Op: "delete", Ref: ref, Err: err}
@@ -465,8 +561,20 @@ func (d *Driver) Delete(ref string) error {
 		return &Error{Op: "delete", Ref: ref, Err: err}
 	}
 	defer unlock()
+	inShared := false
+	if d.cfg.Blobs != nil {
+		h, _ := blob.ParseHash(ref)
+		err := d.cfg.Blobs.Delete(context.Background(), h)
+		if err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return &Error{Op: "delete", Ref: ref, Err: fmt.Errorf("shared blob store: %w", err)}
+		}
+		inShared = err == nil
+	}
 	if err := os.Remove(d.snapshot(ref)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
+			if inShared {
+				return nil
+			}
 			err = unavailable(fmt.Errorf("no such checkpoint: %w", err))
 		}
 		return &Error{Op: "delete", Ref: ref, Err: err}

@@ -78,6 +78,7 @@ type Driver struct {
 	id     string
 	config any
 	reuse  bool
+	local  bool // not portable
 
 	// FailCheckpoint, when set, is consulted before every checkpoint; a
 	// non-nil error fails it.
@@ -100,6 +101,7 @@ type shared struct {
 var (
 	_ driver.Driver[*Handle, Binding] = (*Driver)(nil)
 	_ driver.Differ                   = (*Driver)(nil)
+	_ driver.Portable                 = (*Driver)(nil)
 )
 
 // New returns a driver with DriverID "test.mem.v1" and no configuration.
@@ -110,12 +112,24 @@ func New() *Driver {
 // WithID returns a driver that shares d's resources and checkpoints but
 // reports another DriverID and configuration (for mismatch tests).
 func (d *Driver) WithID(id string, config any) *Driver {
-	return &Driver{id: id, config: config, reuse: d.reuse, FailCheckpoint: d.FailCheckpoint, shared: d.shared}
+	return &Driver{id: id, config: config, reuse: d.reuse, local: d.local, FailCheckpoint: d.FailCheckpoint, shared: d.shared}
 }
+
+// WithoutPortable returns d reporting that its bindings are not portable
+// (sharing its state), as a directory workspace: only the owner that made
+// a binding may open it (DESIGN §11).
+func (d *Driver) WithoutPortable() *Driver {
+	return &Driver{id: d.id, config: d.config, reuse: d.reuse, local: true, FailCheckpoint: d.FailCheckpoint, shared: d.shared}
+}
+
+// Portable implements driver.Portable: true unless made by
+// WithoutPortable. The resources live in the driver value, which every
+// kernel of a test shares, as every host reaches a remote sandbox.
+func (d *Driver) Portable() bool { return !d.local }
 
 // WithCoverageReuse returns d declaring CoverageReuse (sharing its state).
 func (d *Driver) WithCoverageReuse() *Driver {
-	return &Driver{id: d.id, config: d.config, reuse: true, FailCheckpoint: d.FailCheckpoint, shared: d.shared}
+	return &Driver{id: d.id, config: d.config, reuse: true, local: d.local, FailCheckpoint: d.FailCheckpoint, shared: d.shared}
 }
 
 // DriverID implements driver.Driver.

@@ -1,0 +1,224 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/internal/testdriver"
+	"github.com/forkline/forkline/sdk"
+	"github.com/google/go-cmp/cmp"
+)
+
+// leasingCrashLog is a crashLog that keeps the store's leases, so that the
+// dying kernel's dispatch records its owner.
+type leasingCrashLog struct {
+	*crashLog
+	eventlog.Leaser
+}
+
+// hostsAgent registers agent "h" on k: resource ws of drv, touch 1 (a
+// safe_to_retry tool), send 2 (at_most_once), touch 3.
+func hostsAgent(drv *testdriver.Driver) func(*sdk.Kernel) {
+	return func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "h", func(ctx context.Context, _ none) (string, error) {
+			ws, err := sdk.Resource(ctx, "ws", drv)
+			if err != nil {
+				return "", err
+			}
+			if _, err := touchTool(ws, "ws").Call(ctx, 1); err != nil {
+				return "", err
+			}
+			if _, err := touchTool(ws, "ws", sdk.AtMostOnce()).Call(ctx, 2); err != nil {
+				return "", err
+			}
+			return touchTool(ws, "ws").Call(ctx, 3)
+		})
+	}
+}
+
+// crashAt runs agent h on kernel owner "a" over store until budget events
+// are written, and returns the execution and the events that survived.
+func crashAt(t *testing.T, store eventlog.IndexedLog, drv *testdriver.Driver, budget int64) (eventlog.ID, []eventlog.Event) {
+	t.Helper()
+	crash := &leasingCrashLog{crashLog: &crashLog{IndexedLog: store}, Leaser: store.(eventlog.Leaser)}
+	crash.budget.Store(budget)
+	dying := newKernel(t, crash, hostsAgent(drv), sdk.WithOwner("a"))
+	id, err := dying.Start(context.Background(), "h", none{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dying.Run(context.Background(), id); !errors.Is(err, errCrash) {
+		t.Fatalf("Run = %v, want the crash", err)
+	}
+	return id, events(t, dying, id)
+}
+
+// DESIGN §11 (where a resource may be opened): worker a dies with the head
+// covered; worker b takes over and binds anew from the covering
+// checkpoint — it never opens a's resource, which stays as a left it.
+func TestTakeoverBindsFromCoveringCheckpoint(t *testing.T) {
+	store := newStore(t)
+	drv := testdriver.New().WithoutPortable()
+	// created, dispatch 1, bound+baseline, started touch 1, succeeded+captured.
+	id, before := crashAt(t, store, drv, 6)
+	if diff := cmp.Diff([]string{"created h", "dispatch 1", "bound ws every=1", "captured ws baseline gen=1",
+		"started tool touch affects=ws", "succeeded", "captured ws steps gen=2"}, describeAll(before)); diff != "" {
+		t.Fatalf("events before the takeover (-want +got):\n%s", diff)
+	}
+	var bd testdriver.Binding
+	if err := decodeJSON(before[2].Data.(*eventlog.ResourceBound).Binding, &bd); err != nil {
+		t.Fatal(err)
+	}
+	aRes, ok := drv.Resource(bd.ID)
+	if !ok {
+		t.Fatalf("worker a's resource %s is missing", bd.ID)
+	}
+	aFiles := aRes.Files()
+	creates, opens, _ := drv.Counts()
+
+	b := newKernel(t, store, hostsAgent(drv), sdk.WithOwner("b"))
+	if _, err := b.Run(context.Background(), id); err != nil {
+		t.Fatalf("worker b: %v", err)
+	}
+	ref := before[6].Data.(*eventlog.ResourceCaptured).Ref
+	wantEvents(t, b, id, []string{"created h", "dispatch 1", "bound ws every=1", "captured ws baseline gen=1",
+		"started tool touch affects=ws", "succeeded", "captured ws steps gen=2",
+		"dispatch 2", "bound ws from=" + ref + " every=1",
+		"started tool touch affects=ws at_most_once", "succeeded", "captured ws steps gen=4",
+		"started tool touch affects=ws", "succeeded", "captured ws steps gen=5",
+		"completed"})
+	c2, o2, _ := drv.Counts()
+	if got := o2 - opens; got != 0 {
+		t.Errorf("worker b opened %d bindings, want none", got)
+	}
+	if got := c2 - creates; got != 1 {
+		t.Errorf("worker b created %d resources, want 1 (from the checkpoint)", got)
+	}
+	if diff := cmp.Diff(aFiles, aRes.Files()); diff != "" {
+		t.Errorf("worker a's resource changed after the takeover (-before +after):\n%s", diff)
+	}
+	// The run's own binding is b's now: b's next dispatch opens it. A
+	// completed execution runs nothing, so check through the fold instead:
+	// the newest binding is b's, made after b's dispatch started.
+	evs := events(t, b, id)
+	if bd, ok := evs[8].Data.(*eventlog.ResourceBound); !ok || bd.From != ref {
+		t.Fatalf("seq 9 = %s, want the new binding", describe(evs[8]))
+	}
+}
+
+// DESIGN §11: with the head uncovered (an at_most_once step in flight
+// against the resource), a new owner fails the execution with
+// resource_unavailable, opening and creating nothing; the owner that made
+// the binding reopens it.
+func TestTakeoverUncoveredFails(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		owner    string
+		portable bool
+		wantErr  error
+	}{
+		{"another owner", "b", false, sdk.ErrResourceUnavailable},
+		{"the same owner", "a", false, nil},
+		{"another owner, portable driver", "b", true, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := newStore(t)
+			drv := testdriver.New()
+			if !c.portable {
+				drv = drv.WithoutPortable()
+			}
+			// ... succeeded+captured of touch 1, started send 2 (synced).
+			id, before := crashAt(t, store, drv, 8)
+			if got := describe(before[len(before)-1]); got != "started tool touch affects=ws at_most_once" {
+				t.Fatalf("head = %s, want the at_most_once step in flight", got)
+			}
+			creates, opens, _ := drv.Counts()
+			k := newKernel(t, store, hostsAgent(drv), sdk.WithOwner(c.owner))
+			_, err := k.Run(context.Background(), id)
+			evs := describeAll(events(t, k, id))
+			if c.wantErr != nil {
+				if !errors.Is(err, c.wantErr) {
+					t.Fatalf("Run = %v, want %v", err, c.wantErr)
+				}
+				if diff := cmp.Diff([]string{"dispatch 2", "execution_failed resource_unavailable"}, evs[len(before):]); diff != "" {
+					t.Fatalf("events of the takeover (-want +got):\n%s", diff)
+				}
+				if c2, o2, _ := drv.Counts(); o2 != opens || c2 != creates {
+					t.Fatalf("the failed takeover opened %d and created %d resources", o2-opens, c2-creates)
+				}
+				// Read back, the failure classifies the same.
+				if _, err := k.Run(context.Background(), id); !errors.Is(err, sdk.ErrResourceUnavailable) {
+					t.Fatalf("Run of the failed execution = %v, want ErrResourceUnavailable", err)
+				}
+				return
+			}
+			// The at_most_once orphan fails indeterminate: the handler
+			// returns that error, after reopening the binding.
+			if !errors.Is(err, sdk.ErrIndeterminate) {
+				t.Fatalf("Run = %v, want the orphan's ErrIndeterminate", err)
+			}
+			if c2, o2, _ := drv.Counts(); o2-opens != 1 || c2 != creates {
+				t.Fatalf("resume opened %d and created %d resources, want 1 and 0", o2-opens, c2-creates)
+			}
+			if strings.Contains(strings.Join(evs, ","), "bound ws from=") {
+				t.Fatalf("resume bound anew: %v", evs)
+			}
+		})
+	}
+}
+
+// DESIGN §11: a dispatch whose context ends (Serve stopping, a shutdown)
+// captures its uncovered resources first, so the next owner binds from
+// the head instead of failing.
+func TestShutdownCapturesForHandoff(t *testing.T) {
+	store := newStore(t)
+	drv := testdriver.New().WithoutPortable()
+	started := make(chan struct{}, 1)
+	register := func(block bool) func(*sdk.Kernel) {
+		return func(k *sdk.Kernel) {
+			_, _ = sdk.Register(k, "s", func(ctx context.Context, _ none) (string, error) {
+				ws, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(5))
+				if err != nil {
+					return "", err
+				}
+				if _, err := touchTool(ws, "ws").Call(ctx, 1); err != nil {
+					return "", err
+				}
+				wait := sdk.DefineTool("wait", func(ctx context.Context, _ int) (string, error) {
+					if !block {
+						return "ok", nil
+					}
+					started <- struct{}{}
+					<-ctx.Done()
+					return "", ctx.Err()
+				})
+				return wait.Call(ctx, 0)
+			})
+		}
+	}
+	a := newKernel(t, store, register(true), sdk.WithOwner("a"))
+	id, _ := a.Start(context.Background(), "s", none{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-started
+		cancel()
+	}()
+	if _, err := a.Run(ctx, id); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	prefix := []string{"created s", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
+		"started tool touch affects=ws", "succeeded", "started tool wait", "cancelled",
+		"captured ws completion gen=3"}
+	wantEvents(t, a, id, prefix)
+	ref := events(t, a, id)[8].Data.(*eventlog.ResourceCaptured).Ref
+
+	b := newKernel(t, store, register(false), sdk.WithOwner("b"))
+	if _, err := b.Run(context.Background(), id); err != nil {
+		t.Fatalf("worker b: %v", err)
+	}
+	wantEvents(t, b, id, append(prefix, "dispatch 2", "bound ws from="+ref+" every=5",
+		"started tool wait attempt=2", "succeeded", "captured ws completion gen=5", "completed"))
+}
