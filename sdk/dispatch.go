@@ -57,7 +57,7 @@ type dispatch struct {
 	holder      string
 	holderSince uint64
 	startedAt   uint64
-	pos      *positions // call positions and Strict's checks (DESIGN §15)
+	pos         *positions // call positions and Strict's checks (DESIGN §15)
 	// newInput reports a lineage that a fork.created gave a new input
 	// (DESIGN §12): its run may leave recorded steps of its prefix behind,
 	// which divergedLocked records.
