@@ -34,6 +34,7 @@ func Handler(k *sdk.Kernel) http.Handler {
 	mux.HandleFunc("GET /e/{id}/events", s.events)
 	mux.HandleFunc("GET /e/{id}/fork", s.forkPreview)
 	mux.HandleFunc("POST /e/{id}/fork", s.fork)
+	s.api(mux)
 	return mux
 }
 
