@@ -251,6 +251,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FORKLINE_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if url := os.Getenv("FORKLINE_TEST_PGWRITE"); url != "" {
+		os.Exit(pgWriter(url))
+	}
 	if dir := os.Getenv("FORKLINE_TEST_HOLD"); dir != "" {
 		s, err := pebblestore.Open(dir, pebblestore.WithoutSync())
 		if err != nil {

@@ -210,9 +210,9 @@ func (l *Log) ResourceStates(ctx context.Context, id eventlog.ID, at uint64) ([]
 	if err := l.get(ctx, "api/e/"+id.String()+"/resources", neturl.Values{"at": {strconv.FormatUint(at, 10)}}, &x); err != nil {
 		return nil, err
 	}
-	out := make([]eventlog.ResourceState, len(x.States))
-	for i, st := range x.States {
-		out[i] = st.State()
+	var out []eventlog.ResourceState
+	for _, st := range x.States {
+		out = append(out, st.State())
 	}
 	return out, nil
 }
