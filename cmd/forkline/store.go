@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"io"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	neturl "net/url"
 	"os"
