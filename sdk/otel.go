@@ -49,6 +49,7 @@ type telemetry struct {
 	stepsReplayed   metric.Int64Counter
 	captures        metric.Int64Counter
 	captureDuration metric.Float64Histogram
+	captureSize     metric.Int64Histogram
 	forks           metric.Int64Counter
 	takeovers       metric.Int64Counter
 }
@@ -84,7 +85,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 		}
 		m := mp.Meter(instrumentation)
 		t := &k.tel
-		var errs [6]error
+		var errs [7]error
 		t.steps, errs[0] = m.Int64Counter("forkline.steps", metric.WithDescription("Live steps that ended, by kind and outcome."))
 		t.stepsReplayed, errs[1] = m.Int64Counter("forkline.steps.replayed", metric.WithDescription("Steps answered from the log without running."))
 		t.captures, errs[2] = m.Int64Counter("forkline.captures", metric.WithDescription("Checkpoints taken or failed, by reason and outcome."))
@@ -93,6 +94,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 		t.forks, errs[4] = m.Int64Counter("forkline.forks", metric.WithDescription("Forks created."))
 		t.takeovers, errs[5] = m.Int64Counter("forkline.lease.takeovers",
 			metric.WithDescription("Dispatches that resumed an execution whose previous dispatch never ended."))
+		t.captureSize, errs[6] = m.Int64Histogram("forkline.capture.size", metric.WithUnit("By"),
+			metric.WithDescription("Bytes a checkpoint added to the driver's store (new contents only)."))
 		for _, err := range errs {
 			if err != nil {
 				return fmt.Errorf("sdk: meter provider: %w", err)
@@ -143,7 +146,8 @@ func (t *telemetry) replayed(kind eventlog.StepKind) {
 }
 
 // capture is resource.Capture traced and measured: a forkline.capture span,
-// forkline.captures and forkline.capture.duration.
+// forkline.captures, forkline.capture.duration and, when the driver says
+// what it stored, forkline.capture.size.
 func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Driver, h any, key string, gen uint64, reason eventlog.CaptureReason) eventlog.Payload {
 	t := &k.tel
 	if t.tracer == nil && t.meter == nil {
@@ -155,7 +159,7 @@ func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Drive
 			attrExecution.String(id.String()), attrResource.String(key), attrReason.String(string(reason))))
 	}
 	start := time.Now()
-	ev := resource.Capture(ctx, drv, h, key, gen, reason)
+	ev, stored, sized := resource.CaptureSize(ctx, drv, h, key, gen, reason)
 	took := time.Since(start)
 	outcome, err := "captured", error(nil)
 	switch p := ev.(type) {
@@ -170,6 +174,9 @@ func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Drive
 		attrs := metric.WithAttributes(attrReason.String(string(reason)), attrOutcome.String(outcome))
 		t.captures.Add(ctx, 1, attrs)
 		t.captureDuration.Record(ctx, took.Seconds(), attrs)
+		if sized {
+			t.captureSize.Record(ctx, stored, metric.WithAttributes(attrReason.String(string(reason))))
+		}
 	}
 	endSpan(span, err)
 	return ev
