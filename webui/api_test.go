@@ -215,3 +215,27 @@ func TestAPIErrors(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestAPIListPages: a listing longer than a page comes whole through the
+// client, in order, with limits and after= honoured.
+func TestAPIListPages(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	log := r.k.Log()
+	for range serveapi.PageSize + 5 {
+		if _, err := log.Create(ctx, &eventlog.ExecutionCreated{Agent: "many", Input: []byte(`{}`)}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remote, err := serveapi.Dial(ctx, r.srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	all := infos(t, log, eventlog.Filter{})
+	for _, f := range []eventlog.Filter{{}, {Agent: "many"}, {Limit: serveapi.PageSize + 2}, {After: all[3].ID, Limit: serveapi.PageSize}, {Limit: 3}} {
+		if d := cmp.Diff(infos(t, log, f), infos(t, remote, f), sameInstant); d != "" {
+			t.Errorf("List(%+v) through the API differs:\n%s", f, d)
+		}
+	}
+}

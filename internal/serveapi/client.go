@@ -118,7 +118,7 @@ func (l *Log) get(ctx context.Context, path string, q neturl.Values, v any) erro
 	return nil
 }
 
-// List implements eventlog.Log.
+// List implements eventlog.Log, asking for PageSize executions at a time.
 func (l *Log) List(ctx context.Context, f eventlog.Filter) iter.Seq2[eventlog.Info, error] {
 	return func(yield func(eventlog.Info, error) bool) {
 		if err := f.Validate(); err != nil {
@@ -136,21 +136,34 @@ func (l *Log) List(ctx context.Context, f eventlog.Filter) iter.Seq2[eventlog.In
 			}
 			q.Set("status", strings.Join(names, ","))
 		}
-		for name, id := range map[string]eventlog.ID{"parent": f.Parent, "caller": f.Caller, "after": f.After} {
+		for name, id := range map[string]eventlog.ID{"parent": f.Parent, "caller": f.Caller} {
 			if !id.IsZero() {
 				q.Set(name, id.String())
 			}
 		}
-		if f.Limit > 0 {
-			q.Set("limit", strconv.Itoa(f.Limit))
-		}
-		var x Executions
-		if err := l.get(ctx, "api/executions", q, &x); err != nil {
-			yield(eventlog.Info{}, err)
-			return
-		}
-		for _, e := range x.Executions {
-			if !yield(e.Info(), nil) {
+		after, left := f.After, f.Limit
+		for {
+			n := PageSize
+			if f.Limit > 0 {
+				n = min(n, left)
+			}
+			q.Set("limit", strconv.Itoa(n))
+			if !after.IsZero() {
+				q.Set("after", after.String())
+			}
+			var x Executions
+			if err := l.get(ctx, "api/executions", q, &x); err != nil {
+				yield(eventlog.Info{}, err)
+				return
+			}
+			for _, e := range x.Executions {
+				if !yield(e.Info(), nil) {
+					return
+				}
+				after = e.ID
+			}
+			left -= len(x.Executions)
+			if len(x.Executions) < n || (f.Limit > 0 && left <= 0) {
 				return
 			}
 		}
