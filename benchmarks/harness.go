@@ -136,6 +136,7 @@ func scenarios() []scenario {
 	return []scenario{
 		{"1", "durable append", runAppend},
 		{"2", "live tool call", runToolCall},
+		{"2t", "tracing overhead", runTracing},
 		{"3", "replay", runReplay},
 		{"3m", "replay memory", runMemory},
 		{"3r", "replay with retries", runReplayRetried},

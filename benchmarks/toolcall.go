@@ -61,15 +61,16 @@ func (c *appendCounter) AppendUnsynced(ctx context.Context, id eventlog.ID, head
 	return c.IndexedLog.AppendUnsynced(ctx, id, head, evs...)
 }
 
-// openToolKernel opens a kernel on a synced store in dir, as sdk.Open does,
-// with its log wrapped in an appendCounter.
-func openToolKernel(dir string) (*toolKernel, error) {
+// openToolKernel opens a kernel with opts on a synced store in dir ("" for
+// one in memory), as sdk.Open does, with its log wrapped in an
+// appendCounter.
+func openToolKernel(dir string, opts ...sdk.Option) (*toolKernel, error) {
 	st, err := pebblestore.Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	tk := &toolKernel{log: &appendCounter{IndexedLog: st}}
-	k, err := sdk.New(tk.log)
+	k, err := sdk.New(tk.log, opts...)
 	if err != nil {
 		st.Close()
 		return nil, err

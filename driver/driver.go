@@ -164,6 +164,18 @@ type Change struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// Sizer is implemented by a driver that can say how many bytes a capture
+// stored (DESIGN §13: the histogram forkline.capture.size). When a driver
+// has it, the kernel checkpoints through CheckpointSize instead of
+// Checkpoint.
+type Sizer[H any] interface {
+	// CheckpointSize is Checkpoint that also returns the bytes the capture
+	// added to the driver's store: contents the store did not hold yet, so
+	// a capture of a state already stored adds 0, and one that changed one
+	// file of many adds about that file. On error stored is 0.
+	CheckpointSize(ctx context.Context, h H) (ref string, stored int64, err error)
+}
+
 // ErrCheckpointUnavailable is wrapped by the error Create returns when the
 // requested checkpoint does not exist (never did, was deleted, expired) or
 // cannot be read back intact. A fork that needs it fails with code

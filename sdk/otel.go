@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -49,8 +50,38 @@ type telemetry struct {
 	stepsReplayed   metric.Int64Counter
 	captures        metric.Int64Counter
 	captureDuration metric.Float64Histogram
+	captureSize     metric.Int64Histogram
 	forks           metric.Int64Counter
 	takeovers       metric.Int64Counter
+
+	// mu.stepAttrs caches the attributes of forkline.steps and
+	// forkline.steps.replayed by kind and outcome ("" for replayed):
+	// building an attribute set per step took about 4 % of the CPU of a
+	// live tool call on a log in memory (benchmarks/README.md, 2t).
+	mu struct {
+		sync.Mutex
+		stepAttrs map[[2]string]metric.MeasurementOption
+	}
+}
+
+// stepAttrs returns the attributes of a step count of kind and outcome.
+func (t *telemetry) stepAttrs(kind eventlog.StepKind, outcome string) metric.MeasurementOption {
+	key := [2]string{string(kind), outcome}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o, ok := t.mu.stepAttrs[key]; ok {
+		return o
+	}
+	kvs := []attribute.KeyValue{attrKind.String(string(kind))}
+	if outcome != "" {
+		kvs = append(kvs, attrOutcome.String(outcome))
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	if t.mu.stepAttrs == nil {
+		t.mu.stepAttrs = map[[2]string]metric.MeasurementOption{}
+	}
+	t.mu.stepAttrs[key] = o
+	return o
 }
 
 // WithTracerProvider makes the kernel trace through tp (DESIGN §13): a span
@@ -84,7 +115,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 		}
 		m := mp.Meter(instrumentation)
 		t := &k.tel
-		var errs [6]error
+		var errs [7]error
 		t.steps, errs[0] = m.Int64Counter("forkline.steps", metric.WithDescription("Live steps that ended, by kind and outcome."))
 		t.stepsReplayed, errs[1] = m.Int64Counter("forkline.steps.replayed", metric.WithDescription("Steps answered from the log without running."))
 		t.captures, errs[2] = m.Int64Counter("forkline.captures", metric.WithDescription("Checkpoints taken or failed, by reason and outcome."))
@@ -93,6 +124,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 		t.forks, errs[4] = m.Int64Counter("forkline.forks", metric.WithDescription("Forks created."))
 		t.takeovers, errs[5] = m.Int64Counter("forkline.lease.takeovers",
 			metric.WithDescription("Dispatches that resumed an execution whose previous dispatch never ended."))
+		t.captureSize, errs[6] = m.Int64Histogram("forkline.capture.size", metric.WithUnit("By"),
+			metric.WithDescription("Bytes a checkpoint added to the driver's store (new contents only)."))
 		for _, err := range errs {
 			if err != nil {
 				return fmt.Errorf("sdk: meter provider: %w", err)
@@ -116,21 +149,29 @@ func (t *telemetry) startStep(ctx context.Context, id eventlog.ID, s *eventlog.S
 	if t.tracer == nil {
 		return ctx, nil
 	}
-	return t.tracer.Start(ctx, spanStep, trace.WithAttributes(
-		attrExecution.String(id.String()),
-		attrStepID.String(s.StepID),
-		attrStepKind.String(string(s.StepKind)),
-		attrStepTarget.String(s.Target),
-		attrAttempt.Int64(int64(s.Attempt)),
-		attrIdempotency.String(string(s.Idempotency)),
-	))
+	// The attributes are set only on a span that records: building them
+	// (the execution ID's text among them) was most of what a step cost
+	// through the no-op providers (benchmarks/README.md, 2t). A sampler
+	// therefore sees a step span without them.
+	ctx, span := t.tracer.Start(ctx, spanStep)
+	if span.IsRecording() {
+		span.SetAttributes(
+			attrExecution.String(id.String()),
+			attrStepID.String(s.StepID),
+			attrStepKind.String(string(s.StepKind)),
+			attrStepTarget.String(s.Target),
+			attrAttempt.Int64(int64(s.Attempt)),
+			attrIdempotency.String(string(s.Idempotency)),
+		)
+	}
+	return ctx, span
 }
 
 // stepEnded counts a live step's outcome and ends its span (nil when not
 // tracing).
 func (t *telemetry) stepEnded(span trace.Span, kind eventlog.StepKind, outcome string, err error) {
 	if t.meter != nil {
-		t.steps.Add(context.Background(), 1, metric.WithAttributes(attrKind.String(string(kind)), attrOutcome.String(outcome)))
+		t.steps.Add(context.Background(), 1, t.stepAttrs(kind, outcome))
 	}
 	endSpan(span, err)
 }
@@ -138,12 +179,13 @@ func (t *telemetry) stepEnded(span trace.Span, kind eventlog.StepKind, outcome s
 // replayed counts a step answered from the log.
 func (t *telemetry) replayed(kind eventlog.StepKind) {
 	if t.meter != nil {
-		t.stepsReplayed.Add(context.Background(), 1, metric.WithAttributes(attrKind.String(string(kind))))
+		t.stepsReplayed.Add(context.Background(), 1, t.stepAttrs(kind, ""))
 	}
 }
 
 // capture is resource.Capture traced and measured: a forkline.capture span,
-// forkline.captures and forkline.capture.duration.
+// forkline.captures, forkline.capture.duration and, when the driver says
+// what it stored, forkline.capture.size.
 func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Driver, h any, key string, gen uint64, reason eventlog.CaptureReason) eventlog.Payload {
 	t := &k.tel
 	if t.tracer == nil && t.meter == nil {
@@ -155,7 +197,7 @@ func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Drive
 			attrExecution.String(id.String()), attrResource.String(key), attrReason.String(string(reason))))
 	}
 	start := time.Now()
-	ev := resource.Capture(ctx, drv, h, key, gen, reason)
+	ev, stored, sized := resource.CaptureSize(ctx, drv, h, key, gen, reason)
 	took := time.Since(start)
 	outcome, err := "captured", error(nil)
 	switch p := ev.(type) {
@@ -170,6 +212,9 @@ func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Drive
 		attrs := metric.WithAttributes(attrReason.String(string(reason)), attrOutcome.String(outcome))
 		t.captures.Add(ctx, 1, attrs)
 		t.captureDuration.Record(ctx, took.Seconds(), attrs)
+		if sized {
+			t.captureSize.Record(ctx, stored, metric.WithAttributes(attrReason.String(string(reason))))
+		}
 	}
 	endSpan(span, err)
 	return ev

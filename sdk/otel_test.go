@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,6 +17,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/sdk"
@@ -305,5 +310,88 @@ func TestOtelOptionsRefuseNil(t *testing.T) {
 	}
 	if _, err := sdk.New(newStore(t), sdk.WithMeterProvider(nil)); !errors.Is(err, sdk.ErrInvalid) {
 		t.Errorf("WithMeterProvider(nil) = %v, want ErrInvalid", err)
+	}
+}
+
+// DESIGN §13: forkline.capture.size (By) records, per capture of a driver
+// that says what it stored (driver.Sizer), the bytes the capture added to
+// the store: for the coder agent on dirfs, one point per capture reason,
+// summing to exactly what the store's blobs and manifests take.
+func TestOtelCaptureSize(t *testing.T) {
+	ctx := context.Background()
+	o := newOtelRig()
+	store := filepath.Join(t.TempDir(), "store")
+	srv := httptest.NewServer(coder.Script())
+	t.Cleanup(srv.Close)
+	m := coder.Model{Name: coder.ScriptedName, BaseURL: srv.URL + "/v1", APIKey: "test"}
+	newDrv := func() driver.Driver[*dirfs.Workspace, dirfs.Binding] {
+		return dirfs.New(dirfs.Config{Store: store, NoSync: true})
+	}
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		if _, err := sdk.Register(k, "coder", coder.Handler(newDrv, m)); err != nil {
+			t.Fatal(err)
+		}
+	}, o.opts...)
+	id, err := k.Start(ctx, "coder", coder.Input{Task: coderTask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	captures := 0
+	for _, ev := range events(t, k, id) {
+		if _, ok := ev.Data.(*eventlog.ResourceCaptured); ok {
+			captures++
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := o.reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	var points, sum int64
+	reasons := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if mt.Name != "forkline.capture.size" {
+				continue
+			}
+			found = true
+			if mt.Unit != "By" {
+				t.Errorf("forkline.capture.size unit %q, want By", mt.Unit)
+			}
+			h, ok := mt.Data.(metricdata.Histogram[int64])
+			if !ok {
+				t.Fatalf("forkline.capture.size is a %T, want an int64 histogram", mt.Data)
+			}
+			for _, p := range h.DataPoints {
+				r, _ := p.Attributes.Value("reason")
+				reasons[r.AsString()] += p.Count
+				points += int64(p.Count)
+				sum += p.Sum
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no forkline.capture.size metric")
+	}
+	if want := map[string]uint64{"baseline": 1, "steps": 1, "completion": 1}; !cmp.Equal(reasons, want) || int(points) != captures {
+		t.Errorf("capture.size points by reason %v (%d), want %v: one per resource.captured (%d)", reasons, points, want, captures)
+	}
+	var onDisk int64
+	for _, sub := range []string{"blobs", "manifests"} {
+		err := filepath.Walk(filepath.Join(store, sub), func(_ string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				onDisk += fi.Size()
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sum != onDisk || sum == 0 {
+		t.Errorf("capture.size sums to %d bytes; the store's blobs and manifests take %d", sum, onDisk)
 	}
 }

@@ -53,7 +53,8 @@ func inked(t *testing.T, shot []byte) (ink, total int) {
 // TestBrowser drives the page in headless chromium: the list shows a
 // running execution, its page gains events while it runs, and forking from
 // the page creates a fork whose page opens. FORKLINE_SCREENSHOT=FILE keeps
-// the screenshot of the execution page (docs/serve.png).
+// the screenshot of the execution page (docs/serve.png is the demo's page,
+// made by cmd/forkline's TestServeScreenshot).
 func TestBrowser(t *testing.T) {
 	path := chromium(t)
 	r := newRig(t)

@@ -27,6 +27,28 @@
 //     page links to its diff against its parent. [WriteDiff] writes the
 //     same page as a file (`forkline diff --html`).
 //
+// # JSON API
+//
+// What another process needs to read the log this one holds (DESIGN §11:
+// Pebble locks its folder, so `forkline ls` and the other read commands
+// read through `forkline serve`). Answers are JSON; errors are
+// {"error", "code"} with code not_found, invalid, corrupt, conflict or
+// closed, answered 404, 400 or 500.
+//
+//   - GET /api/executions?agent=&status=a,b&parent=&caller=&after=&limit=
+//     lists executions (eventlog.Log.List).
+//   - GET /api/e/{id} describes one (eventlog.Info).
+//   - GET /api/e/{id}/events?from=&to=&limit= is a page of its lineage:
+//     each event's seq, time, kind, summary, data, and its stored record
+//     (base64), up to the head when the first page was asked for ("to");
+//     "next" is the from= of the next page.
+//   - GET /api/e/{id}/resources?at=N and /api/e/{id}/history?key=K&after=N
+//     are the checkpoint index (eventlog.Index), the history in pages.
+//   - GET /api/e/{id}/coverage?at=N is what a fork at N restores.
+//   - GET /api/usage is what each execution takes (eventlog.UsageReporter).
+//
+// The API only reads; forks are made through the page.
+//
 // Bad input (an unknown or malformed ID, a seq out of range, an unknown
 // status) is answered 400 or 404 with a message that says what was wrong,
 // and nothing is appended. The pages are plain HTML, CSS and a little

@@ -39,6 +39,7 @@ func Handler(k *sdk.Kernel, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /e/{id}/fork", s.forkPreview)
 	mux.HandleFunc("POST /e/{id}/fork", s.fork)
 	mux.HandleFunc("GET /diff", s.diff)
+	s.api(mux)
 	return mux
 }
 

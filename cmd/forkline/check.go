@@ -25,7 +25,7 @@ func cmdCheck(e *env, agent string, pos []string) error {
 	if len(pos) == 1 {
 		e.opts.dir = pos[0]
 	}
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		name, err := recordedModel(e, s)
 		if err != nil {
 			return err

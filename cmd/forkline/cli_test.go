@@ -245,8 +245,15 @@ func TestNotALog(t *testing.T) {
 
 // TestMain lets the test binary act as another process holding a log
 // open: with FORKLINE_TEST_HOLD set to a log folder it opens it, says
-// "ready" and holds it until its stdin closes.
+// "ready" and holds it until its stdin closes. With FORKLINE_TEST_MAIN=1
+// it is the forkline command itself, its arguments the command's.
 func TestMain(m *testing.M) {
+	if os.Getenv("FORKLINE_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if url := os.Getenv("FORKLINE_TEST_PGWRITE"); url != "" {
+		os.Exit(pgWriter(url))
+	}
 	if dir := os.Getenv("FORKLINE_TEST_HOLD"); dir != "" {
 		s, err := pebblestore.Open(dir, pebblestore.WithoutSync())
 		if err != nil {

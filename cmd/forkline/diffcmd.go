@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/forkline/forkline/eventlog"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ type diffJSON struct {
 // store for the coder agent's workspace), as a table, JSON, or an HTML page
 // written to htmlFile.
 func cmdDiff(e *env, aArg, bArg, htmlFile string) error {
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		ia, err := resolve(e, s, aArg)
 		if err != nil {
 			return err

@@ -17,15 +17,25 @@
 //	dirfs/          the coder agent's workspace store ([github.com/forkline/forkline/driver/dirfs]):
 //	                checkpoints and one workspace directory per execution
 //	timeline.html   the demo's last timeline picture
+//	serve.json      while `forkline serve` runs: where it serves
+//	                ([github.com/forkline/forkline/internal/serveapi.Advert])
 //
-// Commands that only read (ls, tree, events, coverage, show, timeline, diff)
-// never create a log: a folder without one is "not a forkline log". They
-// open the log read-only: they change no file of it, work on a read-only
-// mount or a full disk, and say the log is "in use" while another process
-// writes it. A damaged log is an error naming the damaged file (exit 1),
-// and nothing is rewritten. timeline --html writes FILE through a new file
-// renamed over it, so it refuses a FILE that exists and is not a regular
-// file (a symlink is not followed: give the file it points to).
+// Commands that only read (ls, tree, events, coverage, show, timeline, diff,
+// du, check, gc --dry-run) never create a log: a folder without one is "not a
+// forkline log". They open the log read-only: they change no file of it,
+// and work on a read-only mount or a full disk. Pebble locks the log even
+// for readers, so while `forkline serve` holds it they read through its
+// JSON API instead, found by the serve.json it writes (and removes on
+// exit; a file left by a crash is ignored once the log is free, and is
+// refused when its server does not answer with its token), and print
+// exactly what they print reading directly. While another process holds
+// the log and no server is advertised, they say the log is "in use" and
+// suggest forkline serve; the write commands name the serving process.
+// On Postgres (--db) every command reads the database directly. A damaged
+// log is an error naming the damaged file (exit 1), and nothing is
+// rewritten. timeline --html writes FILE through a new file renamed over
+// it, so it refuses a FILE that exists and is not a regular file (a symlink
+// is not followed: give the file it points to).
 //
 // # Commands
 //

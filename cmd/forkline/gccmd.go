@@ -83,11 +83,13 @@ func cmdGC(e *env, statuses, olderThan string, grace time.Duration, dryRun bool)
 	if grace < 0 {
 		return inputErrorf("gc --grace %s: the grace period must not be negative", grace)
 	}
-	open := withLog
-	if dryRun {
-		open = withReadLog
+	open := withReadLog
+	if !dryRun {
+		open = func(e *env, fn func(s eventlog.IndexedLog) error) error {
+			return withLog(e, func(s logStore) error { return fn(s) })
+		}
 	}
-	return open(e, func(s logStore) error {
+	return open(e, func(s eventlog.IndexedLog) error {
 		cutoff := time.Now().Add(-age)
 		var old []eventlog.Info
 		for info, err := range s.List(e.ctx, f) {
@@ -215,7 +217,7 @@ type usage struct {
 
 // cmdDu reports where the log's space goes, per execution.
 func cmdDu(e *env) error {
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		ur, ok := s.(eventlog.UsageReporter)
 		if !ok {
 			return fmt.Errorf("du: this store (%T) does not report what executions take", s)

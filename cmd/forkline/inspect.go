@@ -95,7 +95,7 @@ func cmdLs(e *env, statuses, agent string) error {
 	if err != nil {
 		return err
 	}
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		all, err := listSome(e, s, f)
 		if err != nil {
 			return err
@@ -128,7 +128,7 @@ func cmdLs(e *env, statuses, agent string) error {
 }
 
 func cmdTree(e *env) error {
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		all, err := listAll(e, s)
 		if err != nil {
 			return err
@@ -257,7 +257,7 @@ type eventJSON struct {
 }
 
 func cmdEvents(e *env, idArg string) error {
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
@@ -323,7 +323,7 @@ type windowJSON struct {
 }
 
 func cmdCoverage(e *env, pos []string) error {
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		info, err := resolve(e, s, pos[0])
 		if err != nil {
 			return err
@@ -394,7 +394,7 @@ func writeTimeline(w io.Writer, l *lineage) error {
 
 // coverageAt prints the coverage of one event from the store's index,
 // without reading the lineage.
-func coverageAt(e *env, s logStore, info eventlog.Info, seq uint64) error {
+func coverageAt(e *env, s eventlog.IndexedLog, info eventlog.Info, seq uint64) error {
 	p, err := coverage.At(e.ctx, s, info.ID, seq)
 	if err != nil {
 		return err
@@ -444,7 +444,7 @@ func writePoint(w io.Writer, p coverage.Point, what string) error {
 }
 
 func cmdShow(e *env, idArg, seqArg string) error {
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err

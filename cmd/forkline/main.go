@@ -71,7 +71,8 @@ Commands:
                             where they diverge; exit 1 if any does
   serve [--addr HOST:PORT]  serve the web page of the executions (default
                             127.0.0.1:7070): list, fork tree, live timelines,
-                            coverage, forking; until interrupted
+                            coverage, forking; until interrupted. Meanwhile
+                            the read commands on DIR read through it
 
 Flags (before or after the command):
   --dir DIR    data folder (default ./forkline-data): the event log lives in

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
+	"github.com/forkline/forkline/internal/serveapi"
 	"github.com/forkline/forkline/sdk"
 	"github.com/forkline/forkline/webui"
 )
@@ -17,8 +20,12 @@ import (
 const defaultAddr = "127.0.0.1:7070"
 
 // cmdServe serves the web page of the data folder's executions (package
-// webui) on addr until the command is interrupted. The log stays open, so
-// other commands on the folder answer that it is in use meanwhile.
+// webui) on addr until the command is interrupted. The log stays open, and
+// Pebble locks it, so the command advertises itself in the folder
+// (serveapi.Advert, removed on exit) and the read commands of other
+// processes read through its JSON API meanwhile (DESIGN §11); a write
+// command names it in its error. On Postgres nothing is advertised: every
+// command opens the database itself.
 func cmdServe(e *env, addr string) error {
 	return withLog(e, func(s logStore) error {
 		k, err := sdk.New(s)
@@ -29,8 +36,20 @@ func cmdServe(e *env, addr string) error {
 		if err != nil {
 			return inputErrorf("serve: listen on %q: %v", addr, err)
 		}
+		var h http.Handler = webui.Handler(k, serveOptions(e)...)
+		if e.opts.db == "" {
+			unadvertise, token, err := advertise(e, ln.Addr())
+			if err != nil {
+				// The page works without it; only other commands cannot
+				// find this process.
+				fmt.Fprintf(e.stderr, "forkline: serve: %v; other commands cannot read the log meanwhile\n", err)
+			} else {
+				defer unadvertise()
+				h = withToken(h, token)
+			}
+		}
 		srv := &http.Server{
-			Handler:           webui.Handler(k, serveOptions(e)...),
+			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			// Requests end with the command, so live streams close too.
 			BaseContext: func(net.Listener) context.Context { return e.ctx },
@@ -63,4 +82,45 @@ func serveOptions(e *env) []webui.Option {
 		opts = append(opts, webui.WithDiffer(id, d))
 	}
 	return opts
+}
+
+// advertise writes the advert of this process into the data folder and
+// returns what removes it, and the token its answers carry.
+func advertise(e *env, addr net.Addr) (func(), string, error) {
+	token, err := serveapi.NewToken()
+	if err != nil {
+		return nil, "", err
+	}
+	a := serveapi.Advert{URL: "http://" + dialAddr(addr) + "/", PID: os.Getpid(), Token: token, Started: time.Now().UTC()}
+	if err := serveapi.WriteAdvert(e.opts.dir, a); err != nil {
+		return nil, "", err
+	}
+	return func() {
+		if err := serveapi.RemoveAdvert(e.opts.dir, token); err != nil {
+			fmt.Fprintf(e.stderr, "forkline: serve: %v\n", err)
+		}
+	}, token, nil
+}
+
+// dialAddr is where a client on this host reaches a listener on addr: the
+// loopback address for a listener on every interface.
+func dialAddr(addr net.Addr) string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok || !ta.IP.IsUnspecified() {
+		return addr.String()
+	}
+	ip := net.IPv4(127, 0, 0, 1)
+	if ta.IP.To4() == nil {
+		ip = net.IPv6loopback
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
+}
+
+// withToken sets the advert's token on every answer of h, by which a
+// reader knows it talks to the process the advert names.
+func withToken(h http.Handler, token string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(serveapi.TokenHeader, token)
+		h.ServeHTTP(w, r)
+	})
 }

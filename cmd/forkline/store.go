@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	neturl "net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/eventlog/pgstore"
+	"github.com/forkline/forkline/internal/serveapi"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -137,26 +139,83 @@ func open(dir string, opts ...pebblestore.Option) (logStore, error) {
 // withLog opens the existing log of e's data folder for writing, runs fn
 // and closes it.
 func withLog(e *env, fn func(s logStore) error) error {
-	return withOpenLog(e, false, fn)
+	s, err := openExisting(e, false)
+	if err != nil {
+		return servedWrite(e, err)
+	}
+	return runAndClose(s, func() error { return fn(s) })
 }
 
 // withReadLog opens the existing log of e's data folder read-only, runs fn
 // and closes it. The inspection commands use it: they work on a read-only
-// mount and never flush, compact or delete a file of the log.
-func withReadLog(e *env, fn func(s logStore) error) error {
-	return withOpenLog(e, true, fn)
-}
-
-func withOpenLog(e *env, readOnly bool, fn func(s logStore) error) error {
-	s, err := openExisting(e, readOnly)
+// mount and never flush, compact or delete a file of the log. When another
+// process holds the folder's log, they read through it if it serves the
+// log (DESIGN §11): see readServed.
+func withReadLog(e *env, fn func(s eventlog.IndexedLog) error) error {
+	s, err := openExisting(e, true)
+	if errors.Is(err, pebblestore.ErrLocked) {
+		var r *serveapi.Log
+		if r, err = readServed(e, err); err == nil {
+			return runAndClose(r, func() error { return fn(r) })
+		}
+	}
 	if err != nil {
 		return err
 	}
-	err = fn(s)
+	return runAndClose(s, func() error { return fn(s) })
+}
+
+// runAndClose runs fn, then closes s.
+func runAndClose(s io.Closer, fn func() error) error {
+	err := fn()
 	if cerr := s.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close log: %w", cerr)
 	}
 	return err
+}
+
+// readServed reads the data folder's log through the process that holds
+// it, when that process advertises itself in the folder (serveapi.Advert,
+// written by forkline serve) and answers with the advertised token; a
+// stale advert left by a crash is never trusted. locked is the error of
+// the open that found the log in use.
+func readServed(e *env, locked error) (*serveapi.Log, error) {
+	dir := e.opts.dir
+	a, ok, err := serveapi.ReadAdvert(dir)
+	if err != nil {
+		return nil, &inputError{fmt.Errorf("%s: the log is in use by another process, and %w", logDir(dir), err)}
+	}
+	if !ok {
+		return nil, &inputError{fmt.Errorf("%w, and no forkline serve advertises it in %s: "+
+			"to read a log while it is written, let `forkline serve --dir %s` hold it and run the command again",
+			locked, filepath.Join(dir, serveapi.AdvertFile), dir)}
+	}
+	r, err := serveapi.Dial(e.ctx, a.URL, a.Token)
+	if err != nil {
+		return nil, &inputError{fmt.Errorf("%s: the log is in use by another process; %s names forkline serve (pid %d) at %s, which does not answer: %w",
+			logDir(dir), filepath.Join(dir, serveapi.AdvertFile), a.PID, a.URL, err)}
+	}
+	return r, nil
+}
+
+// servedWrite explains err, the failure of a write command to open the
+// log, when the process holding it is a serving one: the command names it.
+func servedWrite(e *env, err error) error {
+	if !errors.Is(err, pebblestore.ErrLocked) {
+		return err
+	}
+	a, ok, aerr := serveapi.ReadAdvert(e.opts.dir)
+	if aerr != nil || !ok {
+		return err
+	}
+	r, derr := serveapi.Dial(e.ctx, a.URL, a.Token)
+	if derr != nil {
+		return err
+	}
+	_ = r.Close()
+	return &inputError{fmt.Errorf("%s: the log is in use by another process, forkline serve (pid %d) at %s (%w): "+
+		"this command writes, which only that process may do while it runs; use its page, or stop it and run the command again",
+		logDir(e.opts.dir), a.PID, a.URL, pebblestore.ErrLocked)}
 }
 
 // resolve finds the one execution whose ID starts with prefix (hex digits,

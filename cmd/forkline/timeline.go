@@ -12,7 +12,7 @@ import (
 )
 
 func cmdTimeline(e *env, idArg, file string) error {
-	return withReadLog(e, func(s logStore) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err

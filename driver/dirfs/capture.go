@@ -50,10 +50,11 @@ type fileIndex struct {
 
 // captureStats counts what one capture did; tests read it.
 type captureStats struct {
-	files        int // regular files in the tree
-	hashed       int // files read and hashed
-	reused       int // files taken from the index without reading
-	blobsWritten int // new blobs stored
+	files        int   // regular files in the tree
+	hashed       int   // files read and hashed
+	reused       int   // files taken from the index without reading
+	blobsWritten int   // new blobs stored
+	stored       int64 // bytes of the new blobs, and of the manifest if new
 }
 
 // trusted reports whether an entry recorded with key by a capture that began
@@ -167,7 +168,7 @@ func (d *Driver) captureLocked(ctx context.Context, w *Workspace) (string, error
 	if err := bw.finish(); err != nil {
 		return "", &Error{Op: "checkpoint", Err: err}
 	}
-	st.blobsWritten = bw.written
+	st.blobsWritten, st.stored = bw.written, bw.bytes
 	data := m.encode()
 	sum := sha256.Sum256(data)
 	ref := hex.EncodeToString(sum[:])
@@ -176,6 +177,7 @@ func (d *Driver) captureLocked(ctx context.Context, w *Workspace) (string, error
 		if err := storefs.WriteAtomic(d.store.tmp(), dst, data, 0o444, !d.cfg.NoSync); err != nil {
 			return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
 		}
+		st.stored += int64(len(data))
 	} else if err != nil {
 		return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
 	} else {
@@ -232,6 +234,7 @@ type blobWriter struct {
 	dirty   map[string]bool            // directories with new names, to sync
 	shards  map[string]bool            // shard directories known to exist
 	written int
+	bytes   int64 // of the blobs written
 }
 
 // stagedBlob is a temporary file waiting for a batched sync and its rename.
@@ -270,7 +273,7 @@ func (bw *blobWriter) storeFile(root *os.Root, rel string) ([sha256.Size]byte, i
 			bw.discard(tmp)
 			return h, 0, err
 		}
-		return h, int64(len(data)), bw.add(tmp, h)
+		return h, int64(len(data)), bw.add(tmp, h, int64(len(data)))
 	}
 	tmp, err := bw.createTemp()
 	if err != nil {
@@ -290,7 +293,7 @@ func (bw *blobWriter) storeFile(root *os.Root, rel string) ([sha256.Size]byte, i
 		bw.discard(tmp)
 		return h, n, err
 	}
-	return h, n, bw.add(tmp, h)
+	return h, n, bw.add(tmp, h, n)
 }
 
 // readSmall reads all of f, expected to hold about size bytes, into the
@@ -357,10 +360,11 @@ func (bw *blobWriter) discard(f *os.File) {
 
 // add makes the temporary file tmp the blob h: synced and renamed now while
 // the capture has written few blobs, staged for a batched sync after that.
-func (bw *blobWriter) add(tmp *os.File, h [sha256.Size]byte) error {
+func (bw *blobWriter) add(tmp *os.File, h [sha256.Size]byte, size int64) error {
 	dst := bw.d.store.blob(h)
 	bw.pending[h] = true
 	bw.written++
+	bw.bytes += size
 	if bw.written <= individualSyncs {
 		if err := bw.ensureShard(dst); err != nil {
 			bw.discard(tmp)

@@ -14,7 +14,10 @@ import (
 	"github.com/forkline/forkline/driver/internal/storefs"
 )
 
-var _ driver.Collector[Binding] = (*Driver)(nil)
+var (
+	_ driver.Collector[Binding] = (*Driver)(nil)
+	_ driver.Sizer[*Workspace]  = (*Driver)(nil)
+)
 
 // Live implements driver.Collector (DESIGN §14): it removes every
 // checkpoint whose ref is not in refs and every workspace that no binding

@@ -238,6 +238,27 @@ func (d *Driver) Checkpoint(ctx context.Context, w *Workspace) (string, error) {
 	return d.captureLocked(ctx, w)
 }
 
+// CheckpointSize is Checkpoint that also says how many bytes it stored
+// (driver.Sizer): the new blobs the capture wrote (contents the store did
+// not hold), and the manifest when it is new; 0 for a tree captured
+// before. The total size of the tree is not it: unchanged files cost
+// nothing.
+func (d *Driver) CheckpointSize(ctx context.Context, w *Workspace) (string, int64, error) {
+	if w == nil || w.root == nil {
+		return "", 0, &Error{Op: "checkpoint", Err: errNoHandle}
+	}
+	if err := d.ready(); err != nil {
+		return "", 0, &Error{Op: "checkpoint", Err: err}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ref, err := d.captureLocked(ctx, w)
+	if err != nil {
+		return "", 0, err
+	}
+	return ref, w.mu.last.stored, nil
+}
+
 // RemoveWorkspace deletes the workspace that b names, with everything in it.
 // Handles to it stop working. Checkpoints taken from it are not affected.
 func (d *Driver) RemoveWorkspace(b Binding) error {

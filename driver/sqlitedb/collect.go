@@ -13,7 +13,10 @@ import (
 	"github.com/forkline/forkline/driver/internal/storefs"
 )
 
-var _ driver.Collector[Binding] = (*Driver)(nil)
+var (
+	_ driver.Collector[Binding] = (*Driver)(nil)
+	_ driver.Sizer[*DB]         = (*Driver)(nil)
+)
 
 // Live implements driver.Collector (DESIGN §14): it removes every snapshot
 // whose ref is not in refs and every database (with its WAL files) that no

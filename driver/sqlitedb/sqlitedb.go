@@ -405,25 +405,33 @@ func openDB(ctx context.Context, path string) (*sql.DB, error) {
 // Checkpoint captures the committed state of db with VACUUM INTO and returns
 // its ref, the hex SHA-256 of the snapshot file. db stays usable.
 func (d *Driver) Checkpoint(ctx context.Context, db *DB) (string, error) {
+	ref, _, err := d.CheckpointSize(ctx, db)
+	return ref, err
+}
+
+// CheckpointSize is Checkpoint that also says how many bytes it stored
+// (driver.Sizer): the size of the new snapshot file, or 0 when a snapshot
+// of the same bytes was stored before.
+func (d *Driver) CheckpointSize(ctx context.Context, db *DB) (string, int64, error) {
 	if db == nil || db.DB == nil {
-		return "", &Error{Op: "checkpoint", Err: errors.New("nil database")}
+		return "", 0, &Error{Op: "checkpoint", Err: errors.New("nil database")}
 	}
 	if err := d.ready(); err != nil {
-		return "", &Error{Op: "checkpoint", Err: err}
+		return "", 0, &Error{Op: "checkpoint", Err: err}
 	}
 	unlock, err := storefs.Lock(d.lockPath(), false)
 	if err != nil {
-		return "", &Error{Op: "checkpoint", Err: err}
+		return "", 0, &Error{Op: "checkpoint", Err: err}
 	}
 	defer unlock()
 	tmp := filepath.Join(d.dir("tmp"), storefs.NewID()+storefs.TempSuffix)
 	defer os.Remove(tmp) // no-op once renamed
 	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", tmp); err != nil {
-		return "", &Error{Op: "checkpoint", Err: fmt.Errorf("vacuum into: %w", err)}
+		return "", 0, &Error{Op: "checkpoint", Err: fmt.Errorf("vacuum into: %w", err)}
 	}
 	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
 	if err != nil {
-		return "", &Error{Op: "checkpoint", Err: err}
+		return "", 0, &Error{Op: "checkpoint", Err: err}
 	}
 	h := sha256.New()
 	_, err = io.Copy(h, f)
@@ -437,7 +445,7 @@ func (d *Driver) Checkpoint(ctx context.Context, db *DB) (string, error) {
 		err = cerr
 	}
 	if err != nil {
-		return "", &Error{Op: "checkpoint", Err: err}
+		return "", 0, &Error{Op: "checkpoint", Err: err}
 	}
 	ref := hex.EncodeToString(h.Sum(nil))
 	dst := d.snapshot(ref)
@@ -447,17 +455,21 @@ func (d *Driver) Checkpoint(ctx context.Context, db *DB) (string, error) {
 		// records it.
 		now := time.Now()
 		if err := os.Chtimes(dst, now, now); err != nil {
-			return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
+			return "", 0, &Error{Op: "checkpoint", Ref: ref, Err: err}
 		}
-		return ref, d.putShared(ctx, ref)
+		return ref, 0, d.putShared(ctx, ref)
+	}
+	fi, err := os.Stat(tmp)
+	if err != nil {
+		return "", 0, &Error{Op: "checkpoint", Ref: ref, Err: err}
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
+		return "", 0, &Error{Op: "checkpoint", Ref: ref, Err: err}
 	}
 	if err := d.syncDir(d.dir("snapshots")); err != nil {
-		return "", &Error{Op: "checkpoint", Ref: ref, Err: err}
+		return "", 0, &Error{Op: "checkpoint", Ref: ref, Err: err}
 	}
-	return ref, d.putShared(ctx, ref)
+	return ref, fi.Size(), d.putShared(ctx, ref)
 }
 
 // putShared puts the local snapshot ref into Config.Blobs, if set, unless

@@ -1,0 +1,200 @@
+package serveapi
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+)
+
+// TokenHeader is the response header by which a serving process proves it
+// is the one its advertisement names (Advert.Token): a client that finds
+// another value, or none, is talking to some other server.
+const TokenHeader = "Forkline-Serve-Token"
+
+// PageSize is how many events or states one response holds at most when
+// the request names no limit.
+const PageSize = 1000
+
+// Execution is an [eventlog.Info] on the wire.
+type Execution struct {
+	ID       eventlog.ID     `json:"id"`
+	Agent    string          `json:"agent"`
+	Parent   *eventlog.ID    `json:"parent,omitempty"`
+	ForkSeq  uint64          `json:"fork_seq,omitempty"`
+	Caller   *eventlog.ID    `json:"caller,omitempty"`
+	Head     uint64          `json:"head"`
+	Created  time.Time       `json:"created"`
+	Status   eventlog.Status `json:"status"`
+	Updated  time.Time       `json:"updated"`
+	WakeAt   *time.Time      `json:"wake_at,omitempty"`
+	Deadline *time.Time      `json:"deadline,omitempty"`
+}
+
+// ExecutionOf puts info on the wire.
+func ExecutionOf(info eventlog.Info) Execution {
+	x := Execution{ID: info.ID, Agent: info.Agent, ForkSeq: info.ForkSeq, Head: info.Head,
+		Created: info.Created, Status: info.Status, Updated: info.Updated}
+	if !info.Parent.IsZero() {
+		x.Parent = &info.Parent
+	}
+	if !info.Caller.IsZero() {
+		x.Caller = &info.Caller
+	}
+	if !info.WakeAt.IsZero() {
+		x.WakeAt = &info.WakeAt
+	}
+	if !info.Deadline.IsZero() {
+		x.Deadline = &info.Deadline
+	}
+	return x
+}
+
+// Info is x as the store described it.
+func (x Execution) Info() eventlog.Info {
+	info := eventlog.Info{ID: x.ID, Agent: x.Agent, ForkSeq: x.ForkSeq, Head: x.Head,
+		Created: x.Created, Status: x.Status, Updated: x.Updated}
+	if x.Parent != nil {
+		info.Parent = *x.Parent
+	}
+	if x.Caller != nil {
+		info.Caller = *x.Caller
+	}
+	if x.WakeAt != nil {
+		info.WakeAt = *x.WakeAt
+	}
+	if x.Deadline != nil {
+		info.Deadline = *x.Deadline
+	}
+	return info
+}
+
+// Executions is the answer of /api/executions.
+type Executions struct {
+	Executions []Execution `json:"executions"`
+}
+
+// Event is one event on the wire: what people read (kind, summary, data)
+// and the exact stored record (eventlog.AppendRecord), from which a client
+// decodes the very event the store holds.
+type Event struct {
+	Seq     uint64          `json:"seq"`
+	Time    time.Time       `json:"time"`
+	Kind    string          `json:"kind"`
+	Summary string          `json:"summary"`
+	Data    json.RawMessage `json:"data"`   // eventlog.PayloadFields
+	Record  []byte          `json:"record"` // base64 in JSON
+}
+
+// Events is one page of the answer of /api/e/{id}/events.
+type Events struct {
+	Execution eventlog.ID `json:"execution"`
+	// To is the last seq the read covers: the head when the first page was
+	// asked for. Later pages ask with to=To, so that the whole read is the
+	// lineage up to the head at the time of the first call.
+	To     uint64  `json:"to"`
+	Events []Event `json:"events"`
+	// Next is the seq to ask for next (from=Next), or 0 when the read is
+	// complete.
+	Next uint64 `json:"next,omitempty"`
+}
+
+// ResourceState is an [eventlog.ResourceState] on the wire.
+type ResourceState struct {
+	Key           string     `json:"key"`
+	Seq           uint64     `json:"seq"`
+	Generation    uint64     `json:"generation"`
+	InFlight      []string   `json:"in_flight,omitempty"`
+	CoverageReuse bool       `json:"coverage_reuse,omitempty"`
+	Bound         uint64     `json:"bound"`
+	Latest        Checkpoint `json:"latest"`
+}
+
+// Checkpoint is an [eventlog.Checkpoint] on the wire.
+type Checkpoint struct {
+	Ref        string `json:"ref"`
+	At         uint64 `json:"at"`
+	Generation uint64 `json:"generation"`
+}
+
+// ResourceStateOf puts st on the wire.
+func ResourceStateOf(st eventlog.ResourceState) ResourceState {
+	return ResourceState{Key: st.Key, Seq: st.Seq, Generation: st.Generation, InFlight: st.InFlight,
+		CoverageReuse: st.CoverageReuse, Bound: st.Bound, Latest: Checkpoint(st.Latest)}
+}
+
+// State is r as the store's index holds it.
+func (r ResourceState) State() eventlog.ResourceState {
+	return eventlog.ResourceState{Key: r.Key, Seq: r.Seq, Generation: r.Generation, InFlight: r.InFlight,
+		CoverageReuse: r.CoverageReuse, Bound: r.Bound, Latest: eventlog.Checkpoint(r.Latest)}
+}
+
+// ResourceStates is the answer of /api/e/{id}/resources (the states at a
+// seq) and one page of /api/e/{id}/history (a resource's states after a
+// seq; Next is the after= of the next page, 0 when complete).
+type ResourceStates struct {
+	States []ResourceState `json:"states"`
+	Next   uint64          `json:"next,omitempty"`
+}
+
+// Usage is an [eventlog.Usage] on the wire.
+type Usage struct {
+	ID      eventlog.ID `json:"id"`
+	Deleted bool        `json:"deleted,omitempty"`
+	Events  uint64      `json:"events"`
+	Bytes   int64       `json:"bytes"`
+}
+
+// Usages is the answer of /api/usage: every execution's usage in ID
+// order, and the shared chunks of long records when the store keeps any.
+type Usages struct {
+	Executions []Usage `json:"executions"`
+	Chunks     *Chunks `json:"chunks,omitempty"`
+}
+
+// Chunks is what a store's shared chunks of long records take.
+type Chunks struct {
+	Count int   `json:"count"`
+	Bytes int64 `json:"bytes"`
+}
+
+// Error is the answer of a request that failed. Code classifies it as the
+// log's sentinel errors do: "not_found", "invalid", "corrupt", "conflict",
+// "closed", or "" for anything else.
+type Error struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
+}
+
+// codes maps Error.Code to the sentinel it stands for.
+var codes = []struct {
+	code string
+	err  error
+}{
+	{"not_found", eventlog.ErrNotFound},
+	{"invalid", eventlog.ErrInvalid},
+	{"corrupt", eventlog.ErrCorrupt},
+	{"conflict", eventlog.ErrConflict},
+	{"closed", eventlog.ErrClosed},
+}
+
+// Code classifies err for Error.Code.
+func Code(err error) string {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return ""
+}
+
+// sentinel is the sentinel of code, or nil.
+func sentinel(code string) error {
+	for _, c := range codes {
+		if c.code == code {
+			return c.err
+		}
+	}
+	return nil
+}
