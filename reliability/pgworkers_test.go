@@ -164,7 +164,10 @@ func (h *harness) pgKillAndStop(t *testing.T, n int, exp *expectation, rng *rand
 	if len(held) == 0 {
 		t.Fatalf("worker 1 is stopped inside a body, yet holds no lease")
 	}
-	waitTakenOver(t, store, held, cfgs[1].Owner)
+	if err := waitTakenOver(store, held, cfgs[1].Owner); err != nil {
+		dumpWorkers(t, ws[0], ws[2])
+		t.Fatal(err)
+	}
 	t.Logf("worker 1 was stopped for %v holding %d executions; each has another owner or ended", time.Since(stoppedAt).Round(time.Millisecond), len(held))
 	if err := ws[1].cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -393,30 +396,52 @@ func heldBy(t *testing.T, store *pgstore.Store, owner string) []eventlog.ID {
 	return out
 }
 
+// pgTakeover bounds how long the parent waits for the executions of a
+// stopped worker to be taken over.
+const pgTakeover = time.Minute
+
 // waitTakenOver waits until each of ids has ended or is held by another
 // owner than owner.
-func waitTakenOver(t *testing.T, store *pgstore.Store, ids []eventlog.ID, owner string) {
-	t.Helper()
+func waitTakenOver(store *pgstore.Store, ids []eventlog.ID, owner string) error {
 	ctx := context.Background()
-	deadline := time.Now().Add(pgWait)
+	deadline := time.Now().Add(pgTakeover)
 	for _, id := range ids {
 		for {
 			info, err := store.Info(ctx, id)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			l, ok, err := store.Holder(ctx, id)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			if info.Status.Terminal() || (ok && l.Owner != owner) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("execution %s was not taken over from %s in %v (status %s, lease %+v held %v)", id, owner, pgWait, info.Status, l, ok)
+				return fmt.Errorf("execution %s was not taken over from %s in %v (status %s, lease %+v held %v)", id, owner, pgTakeover, info.Status, l, ok)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	return nil
+}
+
+// dumpWorkers makes every worker of ws that still runs print its
+// goroutines (SIGQUIT) and logs what each said.
+func dumpWorkers(t *testing.T, ws ...*pgWorker) {
+	t.Helper()
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		default:
+			_ = w.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-w.done:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		t.Logf("worker %s: %s", w.name, w.summary())
 	}
 }
 
@@ -578,6 +603,7 @@ func pgWorkerMain(cfg childConfig, mark func(string)) int {
 
 // pgWorker is a running worker child as the parent sees it.
 type pgWorker struct {
+	name string // its owner name
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the child has exited
 
@@ -597,7 +623,7 @@ func startPGWorker(cfg childConfig, on func(w *pgWorker, m string, nth int)) (*p
 	if err != nil {
 		return nil, err
 	}
-	w := &pgWorker{done: make(chan struct{}), seen: map[string]int{}}
+	w := &pgWorker{name: cfg.Owner, done: make(chan struct{}), seen: map[string]int{}}
 	w.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	w.cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
 	w.cmd.Stderr = &lockedWriter{mu: &w.mu, w: &w.stderr}
