@@ -72,6 +72,31 @@
 // that succeeded once, both outputs are those of an uninterrupted run (the
 // caller's holding the child's), and the checks above hold for both.
 //
+// # Many processes on Postgres
+//
+// TestPostgresWorkers checks DESIGN §11 with processes: three worker
+// children run [github.com/forkline/forkline/sdk.Kernel.Serve] (four at a
+// time, leases of 2 s, claims through the store's Claimer) on one Postgres
+// log over 50 keyed publisher executions (20 with -short;
+// -reliability.pg.executions=N for a bigger run), sharing a dirfs store and
+// the at-most-once effects file. In "kill-and-stop", worker 0 is SIGKILLed
+// just after one of its first at-most-once bodies begins, and worker 1 is
+// SIGSTOPped inside one of its at-most-once bodies, kept stopped until
+// every execution it held has another owner, then SIGCONTed: it must
+// report appends refused with [github.com/forkline/forkline/eventlog.ErrLeaseLost],
+// and the body it was stopped in, which goes on to make its effect, ran
+// once and its step was resolved as indeterminate by the new owner, never
+// as a success. In "server-restart", a private cluster (initdb and pg_ctl
+// from FORKLINE_PG_BIN, default /usr/lib/postgresql/15/bin; as root, run
+// as the user postgres through runuser; the shared server is never
+// restarted) is restarted with pg_ctl restart -m fast in the middle of the
+// run: every worker reports the outage (Serve returns the store's error;
+// the worker runs it again) and goes on. In both, every execution completed
+// once per key with the output and workspace of an uninterrupted run,
+// every append a worker saw acknowledged is in the log inside a dispatch
+// that worker owned (dispatch.started{Owner}), no at-most-once body ran
+// twice and every checkpoint verifies.
+//
 // # Trials
 //
 // Trials run three at a time (server trials two at a time): 100 of

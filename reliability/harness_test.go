@@ -78,12 +78,24 @@ type childConfig struct {
 	// runs Serve with Concurrency until every one of them has ended.
 	Serve       int
 	Concurrency int
+
+	// Postgres, when set, makes the child a worker on the Postgres log at
+	// this URL (pgWorkerMain, pgworkers_test.go) instead of a Pebble one.
+	Postgres string
 	// Owner names the worker in the store's leases (sdk.WithOwner): one
 	// per data folder, so that a process that resumes after a kill is the
 	// same worker restarted and reopens its own workspaces (DESIGN §11: a
 	// workspace binding is not portable; a new owner would bind anew from
-	// a covering checkpoint or fail with resource_unavailable).
-	Owner string
+	// a covering checkpoint or fail with resource_unavailable); on
+	// Postgres, one per worker process. LeaseTTL is sdk.WithLeaseTTL.
+	Owner    string
+	LeaseTTL time.Duration
+	// StallInEffect, when n > 0, stalls the child inside its n-th
+	// at-most-once body (before its effect) for StallFor, after the marker
+	// "effect-stalled <idempotency key>", so that the parent can SIGSTOP it
+	// there; unlike PauseInEffect the body goes on afterwards.
+	StallInEffect int
+	StallFor      time.Duration
 }
 
 // The child's progress markers, one per line on its standard output.
@@ -96,6 +108,7 @@ const (
 	markCaptureEnd    = "capture-end"    // … and returned
 	markEffectBegin   = "effect-begin"   // an at-most-once body starts
 	markEffectPaused  = "effect-paused"  // … and the child froze there, before the effect (PauseInEffect)
+	markEffectStalled = "effect-stalled" // … and the child stalls there for a while, before the effect (StallInEffect; the key follows)
 	markEffectEnd     = "effect-end"     // … and its effect is durable
 	markStarted       = "started"        // a server's Starts returned (Serve comes next)
 	markDone          = "done"           // Run returned; a server's executions all ended
@@ -116,6 +129,9 @@ func childMain(raw string) int {
 		outMu.Lock()
 		defer outMu.Unlock()
 		fmt.Fprintln(os.Stdout, m)
+	}
+	if cfg.Postgres != "" {
+		return pgWorkerMain(cfg, mark)
 	}
 	store, err := pebblestore.Open(cfg.Log)
 	if err != nil {
@@ -391,12 +407,14 @@ func readAcks(path string) ([]acked, error) {
 type agentEnv struct {
 	store    dirfs.Config
 	model    coder.Model
-	effects  string       // the at-most-once effects file
-	mark     func(string) // progress markers; a no-op in the parent
-	pauseAt  int          // freeze inside this capture (childConfig.PauseInCapture)
-	captures atomic.Int64 // captures so far, over every dispatch
-	pauseFx  int          // freeze inside this at-most-once body (childConfig.PauseInEffect)
-	bodies   atomic.Int64 // at-most-once bodies begun so far
+	effects  string        // the at-most-once effects file
+	mark     func(string)  // progress markers; a no-op in the parent
+	pauseAt  int           // freeze inside this capture (childConfig.PauseInCapture)
+	captures atomic.Int64  // captures so far, over every dispatch
+	pauseFx  int           // freeze inside this at-most-once body (childConfig.PauseInEffect)
+	stallFx  int           // stall inside this at-most-once body (childConfig.StallInEffect) …
+	stallFor time.Duration // … for this long
+	bodies   atomic.Int64  // at-most-once bodies begun so far
 }
 
 // newAgentEnv returns the agents' environment for cfg. The child's dirfs
@@ -406,12 +424,14 @@ func newAgentEnv(cfg childConfig, mark func(string), noSync bool) *agentEnv {
 		mark = func(string) {}
 	}
 	return &agentEnv{
-		store:   dirfs.Config{Store: cfg.Store, Template: cfg.Template, NoSync: noSync},
-		model:   coder.Model{Name: coder.ScriptedName, BaseURL: cfg.ModelURL, APIKey: "reliability"},
-		effects: cfg.Effects,
-		mark:    mark,
-		pauseAt: cfg.PauseInCapture,
-		pauseFx: cfg.PauseInEffect,
+		store:    dirfs.Config{Store: cfg.Store, Template: cfg.Template, NoSync: noSync},
+		model:    coder.Model{Name: coder.ScriptedName, BaseURL: cfg.ModelURL, APIKey: "reliability"},
+		effects:  cfg.Effects,
+		mark:     mark,
+		pauseAt:  cfg.PauseInCapture,
+		pauseFx:  cfg.PauseInEffect,
+		stallFx:  cfg.StallInEffect,
+		stallFor: cfg.StallFor,
 	}
 }
 
@@ -494,13 +514,17 @@ func registerAgents(k *sdk.Kernel, e *agentEnv) error {
 	}
 	publish := sdk.DefineTool("publish", func(ctx context.Context, a publishArgs) (string, error) {
 		e.mark(markEffectBegin)
-		if n := e.bodies.Add(1); int(n) == e.pauseFx {
+		key := sdk.IdempotencyKey(ctx)
+		switch n := e.bodies.Add(1); int(n) {
+		case e.pauseFx:
 			e.mark(markEffectPaused)
 			for {
 				time.Sleep(time.Hour)
 			}
+		case e.stallFx:
+			e.mark(markEffectStalled + " " + key)
+			time.Sleep(e.stallFor)
 		}
-		key := sdk.IdempotencyKey(ctx)
 		if err := appendLine(e.effects, key+" "+a.Note); err != nil {
 			return "", err
 		}

@@ -32,7 +32,11 @@
 // a lease is live), check expectedHead (ErrConflict), then write the
 // events, their index rows, the removed requests and the new head and
 // status. AppendUnsynced sets synchronous_commit = off for its
-// transaction only. Lease expiry is judged by the database's clock. An
+// transaction only. Lease expiry is judged by the database's clock. The
+// store's connections carry idle_in_transaction_session_timeout
+// (IdleInTransactionTimeout, unless the URL sets it), so that a process
+// paused inside a transaction does not keep its execution's row locked,
+// and unclaimable by other workers, after its lease expired. An
 // event row that does not decode, or a seq missing from a lineage, is a
 // *eventlog.CorruptionError naming the execution and seq.
 //
@@ -55,6 +59,7 @@
 //   - SELECT … FOR UPDATE OF e SKIP LOCKED, in ClaimRunnable;
 //   - clock_timestamp(), the database's clock for lease expiry;
 //   - CREATE SCHEMA / TABLE IF NOT EXISTS;
+//   - the session setting idle_in_transaction_session_timeout;
 //   - SET LOCAL synchronous_commit = off, in AppendUnsynced (Postgres
 //     only: CockroachDB has no asynchronous commit, and AppendUnsynced
 //     would have to be Append there);

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	neturl "net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,21 @@ const SchemaVersion = 3
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
 var ErrSchemaTooNew = errors.New("pgstore: schema is newer than this build")
+
+// IdleInTransactionTimeout is the idle_in_transaction_session_timeout
+// Open sets on the store's connections, unless the URL sets that parameter
+// itself. A process paused (SIGSTOP, a frozen VM) inside one of the
+// store's short transactions keeps the execution's row locked, and every
+// other worker's claim (FOR UPDATE SKIP LOCKED) would skip that execution
+// until the process resumed, long after its lease expired. The server ends
+// such a session after this long, releasing the lock, and the execution
+// is taken over once its lease has expired. The store's transactions never
+// wait on their caller between statements, so a live process is not
+// affected.
+const IdleInTransactionTimeout = 10 * time.Second
+
+// idleParam is the Postgres setting IdleInTransactionTimeout sets.
+const idleParam = "idle_in_transaction_session_timeout"
 
 // Option configures Open.
 type Option func(*options) error
@@ -127,6 +143,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	if o.noSync {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams[idleParam]; !set {
+		cfg.ConnConfig.RuntimeParams[idleParam] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
