@@ -88,7 +88,7 @@ func canonicalArgs(v any) ([]byte, error) {
 	if err := checkUTF8(b, v); err != nil {
 		return nil, err
 	}
-	c, err := canonicalJSON(b)
+	c, err := canonicalize(b)
 	if err != nil {
 		return nil, err
 	}
