@@ -195,16 +195,39 @@ func decodeValue(b []byte, out any) error {
 // dispatch with this kind, target and canonical args (DESIGN §4). It does not
 // depend on the execution, so a fork computes its parent's IDs.
 func StepID(kind eventlog.StepKind, target string, args []byte, occurrence uint64) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, part := range [][]byte{[]byte(kind), []byte(target), args} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write(part)
+	sum := stepSum(kind, target, args, occurrence)
+	return hex.EncodeToString(sum[:])
+}
+
+// stepSum is StepID in binary: the first 16 bytes of the SHA-256 of the
+// length-prefixed kind, target and args and the occurrence.
+func stepSum(kind eventlog.StepKind, target string, args []byte, occurrence uint64) [16]byte {
+	var stack [256]byte
+	b := stack[:0]
+	b = binary.BigEndian.AppendUint64(b, uint64(len(kind)))
+	b = append(b, kind...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(target)))
+	b = append(b, target...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(args)))
+	b = append(b, args...)
+	b = binary.BigEndian.AppendUint64(b, occurrence)
+	sum := sha256.Sum256(b)
+	return [16]byte(sum[:16])
+}
+
+// callIdentity returns the StepID of the occurrence-th call of this kind,
+// target and args in the dispatch, counting the occurrence in occ. The
+// occurrences of a call are keyed by its StepID at occurrence 0, which
+// names (kind, target, args) as surely as a StepID names a step; so the
+// first call of an identity — nearly every call — hashes once.
+func callIdentity(occ map[[16]byte]uint64, kind eventlog.StepKind, target string, args []byte) string {
+	first := stepSum(kind, target, args, 0)
+	occurrence := occ[first]
+	occ[first]++
+	if occurrence == 0 {
+		return hex.EncodeToString(first[:])
 	}
-	binary.BigEndian.PutUint64(n[:], occurrence)
-	h.Write(n[:])
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return StepID(kind, target, args, occurrence)
 }
 
 // idempotencyKey derives a step body's idempotency key from its StepID and
