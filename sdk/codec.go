@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
@@ -179,7 +180,17 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 
 // decodeValue decodes recorded JSON into out; fields the recorded value has
 // but out's type lacks are an error, so that a changed type is noticed.
+//
+// A type that holds no struct has no fields to be unknown: it is decoded
+// with json.Unmarshal, which needs no Decoder and its buffer per value. A
+// syntax error there is left to the Decoder, so that errors read as ever.
 func decodeValue(b []byte, out any) error {
+	if !holdsStruct(reflect.TypeOf(out)) {
+		err := json.Unmarshal(b, out)
+		if _, syntax := err.(*json.SyntaxError); !syntax {
+			return err
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
@@ -236,4 +247,39 @@ func callIdentity(occ map[[16]byte]uint64, kind eventlog.StepKind, target string
 func idempotencyKey(id eventlog.ID, stepID string) string {
 	h := sha256.Sum256(append(id[:], stepID...))
 	return "fl-" + hex.EncodeToString(h[:16])
+}
+
+// structTypes caches holdsStruct by type.
+var structTypes sync.Map // reflect.Type → bool
+
+// holdsStruct reports whether decoding into t can meet a struct (whose
+// unknown fields DisallowUnknownFields refuses): t is, or holds through
+// pointers, slices, arrays or map values, a struct. A nil t (out is nil)
+// holds none.
+func holdsStruct(t reflect.Type) bool {
+	if t == nil {
+		return false
+	}
+	if v, ok := structTypes.Load(t); ok {
+		return v.(bool)
+	}
+	h := holdsStructSeen(t, map[reflect.Type]bool{})
+	structTypes.Store(t, h)
+	return h
+}
+
+func holdsStructSeen(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Struct:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsStructSeen(t.Elem(), seen)
+	case reflect.Map:
+		return holdsStructSeen(t.Key(), seen) || holdsStructSeen(t.Elem(), seen)
+	}
+	return false
 }
