@@ -3,6 +3,8 @@ package sdk
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -84,4 +86,33 @@ func jsonValue(depth int) *rapid.Generator[any] {
 		rapid.Map(rapid.SliceOfN(inner, 0, 4), func(xs []any) any { return xs }),
 		rapid.Map(rapid.MapOfN(str, inner, 0, 5), func(m map[string]any) any { return m }),
 	)
+}
+
+// TestDecodeValueOracle: decodeValue's fast paths decode exactly what a
+// json.Decoder with DisallowUnknownFields decodes, errors included.
+func TestDecodeValueOracle(t *testing.T) {
+	type withField struct{ A int }
+	for _, in := range append(canonicalSeeds, `"a\"b"`, `"é"`, "\"\xff\"", `" x "`, `"x" `, `{"A":1}`, `{"A":1,"B":2}`, `[1,2]`, `[{"A":1,"C":1}]`) {
+		for _, mk := range []func() any{
+			func() any { return new(string) }, func() any { return new(any) }, func() any { return new(int) },
+			func() any { return new([]int) }, func() any { return new(map[string]any) },
+			func() any { return new(withField) }, func() any { return new([]withField) },
+		} {
+			got, want := mk(), mk()
+			gerr := decodeValue([]byte(in), got)
+			dec := json.NewDecoder(bytes.NewReader([]byte(in)))
+			dec.DisallowUnknownFields()
+			werr := dec.Decode(want)
+			if werr == nil && dec.More() {
+				werr = errors.New("trailing data after JSON value")
+			}
+			if (gerr == nil) != (werr == nil) || werr != nil && gerr.Error() != werr.Error() {
+				t.Errorf("decode %q into %T: error %v, want %v", in, got, gerr, werr)
+				continue
+			}
+			if werr == nil && !reflect.DeepEqual(got, want) {
+				t.Errorf("decode %q into %T: %#v, want %#v", in, got, got, want)
+			}
+		}
+	}
 }

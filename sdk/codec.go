@@ -185,6 +185,12 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 // with json.Unmarshal, which needs no Decoder and its buffer per value. A
 // syntax error there is left to the Decoder, so that errors read as ever.
 func decodeValue(b []byte, out any) error {
+	if p, ok := out.(*string); ok && plainJSONString(b) {
+		// A string without escapes, as most recorded strings are: its
+		// bytes between the quotes are its value.
+		*p = string(b[1 : len(b)-1])
+		return nil
+	}
 	if !holdsStruct(reflect.TypeOf(out)) {
 		err := json.Unmarshal(b, out)
 		if _, syntax := err.(*json.SyntaxError); !syntax {
@@ -282,4 +288,23 @@ func holdsStructSeen(t reflect.Type, seen map[reflect.Type]bool) bool {
 		return holdsStructSeen(t.Key(), seen) || holdsStructSeen(t.Elem(), seen)
 	}
 	return false
+}
+
+// plainJSONString reports whether b is one JSON string whose value is the
+// bytes between its quotes: no escape, no control character, valid UTF-8
+// (json.Unmarshal would replace invalid bytes).
+func plainJSONString(b []byte) bool {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return false
+	}
+	ascii := true
+	for _, c := range b[1 : len(b)-1] {
+		switch {
+		case c == '"' || c == '\\' || c < 0x20:
+			return false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return ascii || utf8.Valid(b[1:len(b)-1])
 }
