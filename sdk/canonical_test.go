@@ -40,6 +40,12 @@ func TestCanonicalizeOracle(t *testing.T) {
 			rt.Fatal(err)
 		}
 		checkCanonical(rt, b)
+		if _, ok := v.(string); ok {
+			var got, want string
+			if err := decodeValue(b, &got); err != nil || json.Unmarshal(b, &want) != nil || got != want {
+				rt.Fatalf("decode %q: %q, %v; json.Unmarshal: %q", b, got, err, want)
+			}
+		}
 		// The same value as written by a person: spaces and reordered keys.
 		var ind bytes.Buffer
 		if err := json.Indent(&ind, b, " ", "  "); err != nil {
@@ -92,7 +98,8 @@ func jsonValue(depth int) *rapid.Generator[any] {
 // json.Decoder with DisallowUnknownFields decodes, errors included.
 func TestDecodeValueOracle(t *testing.T) {
 	type withField struct{ A int }
-	for _, in := range append(canonicalSeeds, `"a\"b"`, `"é"`, "\"\xff\"", `" x "`, `"x" `, `{"A":1}`, `{"A":1,"B":2}`, `[1,2]`, `[{"A":1,"C":1}]`) {
+	for _, in := range append(canonicalSeeds, `"a\"b"`, `"é"`, "\"\xff\"", `" x "`, `"x" `, `{"A":1}`, `{"A":1,"B":2}`, `[1,2]`, `[{"A":1,"C":1}]`,
+		`"\u0041\u00e9\u2028\n\t\r\b\f\/\\\""`, `"\ud83d\ude00"`, `"\ud800"`, `"\u12"`, `"\u12G4"`, `"\x"`, `"a\"`, `"\u+123"`, `"\u-123"`) {
 		for _, mk := range []func() any{
 			func() any { return new(string) }, func() any { return new(any) }, func() any { return new(int) },
 			func() any { return new([]int) }, func() any { return new(map[string]any) },

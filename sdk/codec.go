@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -185,11 +186,11 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 // with json.Unmarshal, which needs no Decoder and its buffer per value. A
 // syntax error there is left to the Decoder, so that errors read as ever.
 func decodeValue(b []byte, out any) error {
-	if p, ok := out.(*string); ok && plainJSONString(b) {
-		// A string without escapes, as most recorded strings are: its
-		// bytes between the quotes are its value.
-		*p = string(b[1 : len(b)-1])
-		return nil
+	if p, ok := out.(*string); ok {
+		if s, ok := simpleJSONString(b); ok {
+			*p = s
+			return nil
+		}
 	}
 	if !holdsStruct(reflect.TypeOf(out)) {
 		err := json.Unmarshal(b, out)
@@ -290,21 +291,67 @@ func holdsStructSeen(t reflect.Type, seen map[reflect.Type]bool) bool {
 	return false
 }
 
-// plainJSONString reports whether b is one JSON string whose value is the
-// bytes between its quotes: no escape, no control character, valid UTF-8
-// (json.Unmarshal would replace invalid bytes).
-func plainJSONString(b []byte) bool {
+// simpleJSONString decodes b when it is one JSON string of valid UTF-8
+// whose escapes are the one-character ones or \u of a character outside
+// the surrogates — what encoding/json writes for a string — into exactly
+// what json.Unmarshal would; ok is false for anything else.
+func simpleJSONString(b []byte) (s string, ok bool) {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
-		return false
+		return "", false
 	}
-	ascii := true
-	for _, c := range b[1 : len(b)-1] {
+	in := b[1 : len(b)-1]
+	esc, ascii := false, true
+	for _, c := range in {
 		switch {
-		case c == '"' || c == '\\' || c < 0x20:
-			return false
+		case c == '"' && !esc:
+			return "", false
+		case c < 0x20:
+			return "", false
 		case c >= utf8.RuneSelf:
 			ascii = false
 		}
+		esc = c == '\\' && !esc
 	}
-	return ascii || utf8.Valid(b[1:len(b)-1])
+	if esc || !ascii && !utf8.Valid(in) {
+		return "", false
+	}
+	if bytes.IndexByte(in, '\\') < 0 {
+		return string(in), true
+	}
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); i++ {
+		c := in[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch in[i] {
+		case '"', '\\', '/':
+			out = append(out, in[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if i+4 >= len(in) {
+				return "", false
+			}
+			r, err := strconv.ParseUint(string(in[i+1:i+5]), 16, 32)
+			if err != nil || r >= 0xD800 && r < 0xE000 {
+				return "", false
+			}
+			out = utf8.AppendRune(out, rune(r))
+			i += 4
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }
