@@ -74,6 +74,7 @@ type Sizes struct {
 	ReplaySteps       int `json:"replay_steps"`       // scenario 3: recorded steps replayed by Run
 	MemoryEvents      int `json:"memory_events"`      // scenario 3m: events of the large replay
 	MemorySmall       int `json:"memory_small"`       // scenario 3m: events of the small replay it is compared with
+	ResumeEvents      int `json:"resume_events"`      // scenario 3s: events of the execution resumed
 	HistoryEvents     int `json:"history_events"`     // scenarios 4 and 5: events of the coder-agent history
 	ForkNear          int `json:"fork_near"`          // scenario 4: the early fork point
 	Files             int `json:"files"`              // scenario 6: files in the workspace
@@ -87,10 +88,10 @@ type Sizes struct {
 // a short run.
 func sizesFor(short bool) Sizes {
 	if short {
-		return Sizes{ReplaySteps: 2_000, MemoryEvents: 10_000, MemorySmall: 2_000, HistoryEvents: 10_000,
+		return Sizes{ReplaySteps: 2_000, MemoryEvents: 10_000, MemorySmall: 2_000, ResumeEvents: 10_000, HistoryEvents: 10_000,
 			ForkNear: 10, Files: 500, PeerSteps: 10, AppendWriters: 64, PeerConcurrent: 16, ConversationTurns: 30}
 	}
-	return Sizes{ReplaySteps: 100_000, MemoryEvents: 1_000_000, MemorySmall: 100_000, HistoryEvents: 1_000_000,
+	return Sizes{ReplaySteps: 100_000, MemoryEvents: 1_000_000, MemorySmall: 100_000, ResumeEvents: 1_000_000, HistoryEvents: 1_000_000,
 		ForkNear: 10, Files: 10_000, PeerSteps: 50, AppendWriters: 64, PeerConcurrent: 16, ConversationTurns: 200}
 }
 
@@ -140,6 +141,7 @@ func scenarios() []scenario {
 		{"3", "replay", runReplay},
 		{"3m", "replay memory", runMemory},
 		{"3r", "replay with retries", runReplayRetried},
+		{"3s", "resume", runResume},
 		{"4", "fork", runFork},
 		{"5", "coverage", runCoverage},
 		{"6", "dirfs", runDirfs},

@@ -77,7 +77,13 @@ func replayResult(i int) []byte {
 // (step.failed with RetryAt, DESIGN §10), and its second succeeded: four
 // events a step instead of two.
 func buildReplay(ctx context.Context, log eventlog.Log, steps int, retried bool) (eventlog.ID, uint64, error) {
-	in, err := json.Marshal(replayInput{Files: steps})
+	return buildReplayOf(ctx, log, steps, steps, retried)
+}
+
+// buildReplayOf is buildReplay of an execution whose input asks for files
+// reads, of which the first steps are recorded (files ≥ steps).
+func buildReplayOf(ctx context.Context, log eventlog.Log, steps, files int, retried bool) (eventlog.ID, uint64, error) {
+	in, err := json.Marshal(replayInput{Files: files})
 	if err != nil {
 		return eventlog.ID{}, 0, err
 	}

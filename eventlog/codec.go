@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -108,17 +109,19 @@ func DecodeRecord(seq uint64, b []byte) (Event, error) {
 	if err := checkSizes(b[recordHeaderLen:]); err != nil {
 		return Event{}, fmt.Errorf("%w: %s payload: %v", ErrCorrupt, kind, err)
 	}
-	r := bytes.NewReader(b[recordHeaderLen:])
-	dec := msgpack.GetDecoder()
-	dec.Reset(r)
-	dec.DisallowUnknownFields(true)
-	err := dec.Decode(ev.Data)
-	msgpack.PutDecoder(dec)
+	pd := payloadDecoders.Get().(*payloadDecoder)
+	pd.r.Reset(b[recordHeaderLen:])
+	pd.dec.Reset(&pd.r)
+	pd.dec.DisallowUnknownFields(true)
+	err := pd.dec.Decode(ev.Data)
+	trailing := pd.r.Len()
+	pd.r.Reset(nil)
+	payloadDecoders.Put(pd)
 	if err != nil {
 		return Event{}, fmt.Errorf("%w: %s payload: %v", ErrCorrupt, kind, err)
 	}
-	if r.Len() != 0 {
-		return Event{}, fmt.Errorf("%w: %s payload: %d trailing bytes", ErrCorrupt, kind, r.Len())
+	if trailing != 0 {
+		return Event{}, fmt.Errorf("%w: %s payload: %d trailing bytes", ErrCorrupt, kind, trailing)
 	}
 	if version < 2 {
 		if f := v2Field(ev.Data); f != "" {
@@ -305,3 +308,13 @@ func checkSizes(p []byte) error {
 	}
 	return nil
 }
+
+// payloadDecoder is a msgpack decoder with the reader it reads from, kept
+// together so that decoding a record allocates neither.
+type payloadDecoder struct {
+	dec *msgpack.Decoder
+	r   bytes.Reader
+}
+
+// payloadDecoders pools payloadDecoders across DecodeRecord calls.
+var payloadDecoders = sync.Pool{New: func() any { return &payloadDecoder{dec: msgpack.NewDecoder(nil)} }}

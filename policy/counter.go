@@ -32,12 +32,15 @@ import (
 //
 // A Counter is not safe for concurrent use.
 type Counter struct {
-	// affects holds, for the newest step.started of each StepID, the keys
-	// it counts for: sorted and unique, nil for an LLM call.
-	affects map[string][]string
-	// landed holds the StepIDs whose newest attempt has reached a terminal
-	// event, and so has been counted.
-	landed   map[string]bool
+	// started holds every StepID with a step.started, so that a terminal
+	// event without one is refused.
+	started map[string]struct{}
+	// pending holds, for each step whose newest attempt affects some key
+	// and has not reached a terminal event yet, the keys that event will
+	// count for: sorted and unique. A step that affects nothing, an LLM
+	// call and a landed attempt have no entry, so the Counter's state
+	// beyond started is O(steps in flight).
+	pending  map[string][]string
 	counts   map[string]int         // counted calls per key since its reset
 	policies map[string]Checkpoints // recorded policy per key
 }
@@ -45,8 +48,8 @@ type Counter struct {
 // NewCounter returns a Counter for a lineage with no events yet.
 func NewCounter() *Counter {
 	return &Counter{
-		affects:  make(map[string][]string),
-		landed:   make(map[string]bool),
+		started:  make(map[string]struct{}),
+		pending:  make(map[string][]string),
 		counts:   make(map[string]int),
 		policies: make(map[string]Checkpoints),
 	}
@@ -67,12 +70,13 @@ func (c *Counter) Apply(ev eventlog.Event) error {
 	}
 	switch p := ev.Data.(type) {
 	case *eventlog.StepStarted:
-		var keys []string
-		if p.StepKind == eventlog.StepTool || p.StepKind == eventlog.StepLocal || p.StepKind == eventlog.StepChild {
-			keys = slices.Compact(slices.Sorted(slices.Values(p.Resources)))
+		c.started[p.StepID] = struct{}{}
+		counted := p.StepKind == eventlog.StepTool || p.StepKind == eventlog.StepLocal || p.StepKind == eventlog.StepChild
+		if counted && len(p.Resources) > 0 {
+			c.pending[p.StepID] = slices.Compact(slices.Sorted(slices.Values(p.Resources)))
+		} else {
+			delete(c.pending, p.StepID)
 		}
-		c.affects[p.StepID] = keys
-		delete(c.landed, p.StepID)
 	case *eventlog.StepSucceeded:
 		return c.land(ev, p.StepID, false)
 	case *eventlog.StepFailed:
@@ -93,7 +97,7 @@ func (c *Counter) Apply(ev eventlog.Event) error {
 // land counts the terminal event ev of step stepID if it is the first one
 // of the step's newest attempt.
 func (c *Counter) land(ev eventlog.Event, stepID string, indeterminate bool) error {
-	if _, ok := c.affects[stepID]; !ok {
+	if _, ok := c.started[stepID]; !ok {
 		if indeterminate {
 			return nil
 		}
@@ -103,19 +107,14 @@ func (c *Counter) land(ev eventlog.Event, stepID string, indeterminate bool) err
 	for _, k := range c.counting(stepID) {
 		c.counts[k]++
 	}
-	c.landed[stepID] = true
+	delete(c.pending, stepID)
 	return nil
 }
 
 // counting returns the keys that a terminal event of step stepID counts
 // for now: those of its newest step.started, or none if that attempt has
 // already landed (or stepID never started, or is an LLM call).
-func (c *Counter) counting(stepID string) []string {
-	if c.landed[stepID] {
-		return nil
-	}
-	return c.affects[stepID]
-}
+func (c *Counter) counting(stepID string) []string { return c.pending[stepID] }
 
 // Count returns the number of counted calls for key since its last
 // successful capture or its newest resource.bound (0 for a key never bound

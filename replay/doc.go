@@ -120,5 +120,14 @@
 //
 // Apply copies the bytes it keeps out of the event, and every [Step],
 // [Binding] and slice a method returns is a copy the caller may keep and
-// change.
+// change — except [State.Lookup] and [State.At], the read-only lookups a
+// replaying kernel makes for every call: their slices are the State's own.
+//
+// # Memory
+//
+// Steps are kept in fixed-size chunks, so a growing lineage never copies
+// the steps already folded, and step targets are interned. A state made
+// with [NewWith] and [Options.DropArgs] keeps no step args: replay needs a
+// step's outcome, not its args, and a caller that must quote them reads
+// the step.started at the step's StartedAt.
 package replay

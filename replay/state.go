@@ -178,8 +178,10 @@ type State struct {
 	ForkAt     uint64
 	Selections []eventlog.ForkSelection
 
-	steps     map[string]int // StepID → index in order
-	order     []Step         // in order of first appearance
+	steps     map[string]int    // StepID → index in order
+	order     stepChunks        // in order of first appearance
+	dropArgs  bool              // Options.DropArgs
+	targets   map[string]string // interned Targets of the steps
 	bindings  map[string]Binding
 	keys      []string // bound keys, sorted
 	forkSeq   uint64   // seq of the newest fork.created; 0 for a root
@@ -191,10 +193,24 @@ type State struct {
 }
 
 // New returns the state of a lineage with no events.
-func New() *State {
+func New() *State { return NewWith(Options{}) }
+
+// Options configure what a [State] keeps. The zero value keeps everything.
+type Options struct {
+	// DropArgs leaves the Args of step.started out of the state: [Step]
+	// and the other step accessors return steps with nil Args (their
+	// StartedAt says where in the log to read them). Replay needs a step's
+	// outcome, not its args, and a long lineage's args are most of what
+	// the state would otherwise hold. Default false: Args are kept.
+	DropArgs bool
+}
+
+// NewWith returns the state of a lineage with no events, configured by o.
+func NewWith(o Options) *State {
 	return &State{
-		steps: make(map[string]int), bindings: make(map[string]Binding),
+		steps: make(map[string]int), bindings: make(map[string]Binding), targets: make(map[string]string),
 		overrides: make(map[string][]byte), timers: make(map[string]int), approvals: make(map[string]Approval),
+		dropArgs: o.DropArgs,
 	}
 }
 
@@ -324,9 +340,8 @@ func (s *State) apply(ev eventlog.Event) error {
 		if _, ok := s.overrides[p.StepID]; ok {
 			return invalid(ev, "step.denied of step %q, which a fork overrides", p.StepID)
 		}
-		s.steps[p.StepID] = len(s.order)
-		s.order = append(s.order, Step{
-			ID: p.StepID, Kind: p.StepKind, Target: p.Target, Status: StepDenied,
+		s.steps[p.StepID] = s.order.push(Step{
+			ID: p.StepID, Kind: p.StepKind, Target: s.intern(p.Target), Status: StepDenied,
 			Reason: p.Reason, EndedAt: ev.Seq, Dispatch: s.Dispatches,
 		})
 
@@ -496,9 +511,9 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 		if p.Attempt != 1 {
 			return invalid(ev, "first step.started of step %q has attempt %d, want 1", p.StepID, p.Attempt)
 		}
-		s.steps[p.StepID] = len(s.order)
-		s.order = append(s.order, Step{ID: p.StepID})
-		st = &s.order[len(s.order)-1]
+		i := s.order.push(Step{ID: p.StepID})
+		s.steps[p.StepID] = i
+		st = s.order.at(i)
 	} else {
 		switch {
 		case st.Status != StepStarted && st.Status != StepCancelled && st.Status != StepRetrying && st.Status != StepAbandoned:
@@ -509,13 +524,31 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 			return invalid(ev, "step.started of step %q has attempt %d, want %d", p.StepID, p.Attempt, st.Attempts+1)
 		}
 	}
+	var args []byte
+	if !s.dropArgs {
+		args = slices.Clone(p.Args)
+	}
+	var resources []string
+	if len(p.Resources) > 0 {
+		resources = slices.Clone(p.Resources)
+	}
 	*st = Step{
-		ID: p.StepID, Kind: p.StepKind, Target: p.Target,
-		Args: slices.Clone(p.Args), Resources: slices.Clone(p.Resources),
+		ID: st.ID, Kind: p.StepKind, Target: s.intern(p.Target),
+		Args: args, Resources: resources,
 		Idempotency: p.Idempotency, Status: StepStarted, Attempts: p.Attempt,
 		StartedAt: ev.Seq, Dispatch: s.Dispatches,
 	}
 	return nil
+}
+
+// intern returns target, sharing the memory of an equal target seen
+// before: a lineage has many steps and few targets.
+func (s *State) intern(target string) string {
+	if t, ok := s.targets[target]; ok {
+		return t
+	}
+	s.targets[target] = target
+	return target
 }
 
 // terminal returns the step a terminal event resolves: one that is started,
@@ -544,7 +577,39 @@ func (s *State) step(id string) (*Step, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &s.order[i], true
+	return s.order.at(i), true
+}
+
+// Lookup is [State.Step] without copies, for a caller that only reads: it
+// returns what the lineage recorded about step id, overrides applied, and
+// the step's index in order of first appearance ([State.At]; -1 for an
+// override of a step the lineage does not hold). The returned Args,
+// Resources and Result share the State's memory: they must not be
+// modified. They stay valid: the fold replaces a step's slices, it never
+// writes into them.
+func (s *State) Lookup(id string) (st Step, index int, ok bool) {
+	i, ok := s.steps[id]
+	if !ok {
+		if r, over := s.overrides[id]; over {
+			return Step{ID: id, Status: StepSucceeded, Result: r, Overridden: true}, -1, true
+		}
+		return Step{}, -1, false
+	}
+	return s.overriddenShared(*s.order.at(i)), i, true
+}
+
+// Len returns the number of steps the lineage holds (overrides of steps
+// it does not hold are not counted).
+func (s *State) Len() int { return s.order.n }
+
+// At returns the i-th step in order of first appearance, overrides
+// applied, without copies: the same read-only rules as [State.Lookup]
+// hold. It panics if i is not in [0, Len()), like an index out of range.
+func (s *State) At(i int) Step {
+	if i < 0 || i >= s.order.n {
+		panic(fmt.Sprintf("replay: step index %d out of range [0, %d)", i, s.order.n))
+	}
+	return s.overriddenShared(*s.order.at(i))
 }
 
 // Step returns a copy of what the lineage recorded about step id. A step a
@@ -561,13 +626,22 @@ func (s *State) Step(id string) (Step, bool) {
 	return s.overridden(st.clone()), true
 }
 
+// overriddenShared is overridden without copying the override.
+func (s *State) overriddenShared(st Step) Step {
+	if r, ok := s.overrides[st.ID]; ok {
+		st.Status, st.Result, st.Overridden = StepSucceeded, r, true
+		st.Error, st.Indeterminate, st.RetryAt = "", false, time.Time{}
+	}
+	return st
+}
+
 // Steps returns copies of every step the lineage holds, in order of first
 // appearance, overrides applied. An override of a step the lineage does
 // not hold is in [State.Overrides] and [State.Step].
 func (s *State) Steps() []Step {
-	out := make([]Step, len(s.order))
-	for i := range s.order {
-		out[i] = s.overridden(s.order[i].clone())
+	out := make([]Step, s.order.n)
+	for i := range out {
+		out[i] = s.overridden(s.order.at(i).clone())
 	}
 	return out
 }
@@ -670,3 +744,29 @@ func (st *Step) clone() Step {
 	c.Args, c.Resources, c.Result = slices.Clone(st.Args), slices.Clone(st.Resources), slices.Clone(st.Result)
 	return c
 }
+
+// stepChunkSize is the number of steps in one chunk of a stepChunks.
+const stepChunkSize = 256
+
+// stepChunks is a growing sequence of steps kept in fixed-size chunks:
+// appending never copies the steps already held (a single slice would copy
+// them, and hold old and new backing arrays at once, at every growth), and
+// a pointer to a step stays valid as steps are added.
+type stepChunks struct {
+	chunks [][]Step
+	n      int
+}
+
+// push appends st and returns its index.
+func (c *stepChunks) push(st Step) int {
+	if c.n%stepChunkSize == 0 {
+		c.chunks = append(c.chunks, make([]Step, 0, stepChunkSize))
+	}
+	last := len(c.chunks) - 1
+	c.chunks[last] = append(c.chunks[last], st)
+	c.n++
+	return c.n - 1
+}
+
+// at returns the step at index i, for the fold to change.
+func (c *stepChunks) at(i int) *Step { return &c.chunks[i/stepChunkSize][i%stepChunkSize] }

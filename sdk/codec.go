@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
@@ -88,7 +90,7 @@ func canonicalArgs(v any) ([]byte, error) {
 	if err := checkUTF8(b, v); err != nil {
 		return nil, err
 	}
-	c, err := canonicalJSON(b)
+	c, err := canonicalize(b)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +181,23 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 
 // decodeValue decodes recorded JSON into out; fields the recorded value has
 // but out's type lacks are an error, so that a changed type is noticed.
+//
+// A type that holds no struct has no fields to be unknown: it is decoded
+// with json.Unmarshal, which needs no Decoder and its buffer per value. A
+// syntax error there is left to the Decoder, so that errors read as ever.
 func decodeValue(b []byte, out any) error {
+	if p, ok := out.(*string); ok {
+		if s, ok := simpleJSONString(b); ok {
+			*p = s
+			return nil
+		}
+	}
+	if !holdsStruct(reflect.TypeOf(out)) {
+		err := json.Unmarshal(b, out)
+		if _, syntax := err.(*json.SyntaxError); !syntax {
+			return err
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
@@ -195,16 +213,39 @@ func decodeValue(b []byte, out any) error {
 // dispatch with this kind, target and canonical args (DESIGN §4). It does not
 // depend on the execution, so a fork computes its parent's IDs.
 func StepID(kind eventlog.StepKind, target string, args []byte, occurrence uint64) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, part := range [][]byte{[]byte(kind), []byte(target), args} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write(part)
+	sum := stepSum(kind, target, args, occurrence)
+	return hex.EncodeToString(sum[:])
+}
+
+// stepSum is StepID in binary: the first 16 bytes of the SHA-256 of the
+// length-prefixed kind, target and args and the occurrence.
+func stepSum(kind eventlog.StepKind, target string, args []byte, occurrence uint64) [16]byte {
+	var stack [256]byte
+	b := stack[:0]
+	b = binary.BigEndian.AppendUint64(b, uint64(len(kind)))
+	b = append(b, kind...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(target)))
+	b = append(b, target...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(args)))
+	b = append(b, args...)
+	b = binary.BigEndian.AppendUint64(b, occurrence)
+	sum := sha256.Sum256(b)
+	return [16]byte(sum[:16])
+}
+
+// callIdentity returns the StepID of the occurrence-th call of this kind,
+// target and args in the dispatch, counting the occurrence in occ. The
+// occurrences of a call are keyed by its StepID at occurrence 0, which
+// names (kind, target, args) as surely as a StepID names a step; so the
+// first call of an identity — nearly every call — hashes once.
+func callIdentity(occ map[[16]byte]uint64, kind eventlog.StepKind, target string, args []byte) string {
+	first := stepSum(kind, target, args, 0)
+	occurrence := occ[first]
+	occ[first]++
+	if occurrence == 0 {
+		return hex.EncodeToString(first[:])
 	}
-	binary.BigEndian.PutUint64(n[:], occurrence)
-	h.Write(n[:])
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return StepID(kind, target, args, occurrence)
 }
 
 // idempotencyKey derives a step body's idempotency key from its StepID and
@@ -213,4 +254,104 @@ func StepID(kind eventlog.StepKind, target string, args []byte, occurrence uint6
 func idempotencyKey(id eventlog.ID, stepID string) string {
 	h := sha256.Sum256(append(id[:], stepID...))
 	return "fl-" + hex.EncodeToString(h[:16])
+}
+
+// structTypes caches holdsStruct by type.
+var structTypes sync.Map // reflect.Type → bool
+
+// holdsStruct reports whether decoding into t can meet a struct (whose
+// unknown fields DisallowUnknownFields refuses): t is, or holds through
+// pointers, slices, arrays or map values, a struct. A nil t (out is nil)
+// holds none.
+func holdsStruct(t reflect.Type) bool {
+	if t == nil {
+		return false
+	}
+	if v, ok := structTypes.Load(t); ok {
+		return v.(bool)
+	}
+	h := holdsStructSeen(t, map[reflect.Type]bool{})
+	structTypes.Store(t, h)
+	return h
+}
+
+func holdsStructSeen(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Struct:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsStructSeen(t.Elem(), seen)
+	case reflect.Map:
+		return holdsStructSeen(t.Key(), seen) || holdsStructSeen(t.Elem(), seen)
+	}
+	return false
+}
+
+// simpleJSONString decodes b when it is one JSON string of valid UTF-8
+// whose escapes are the one-character ones or \u of a character outside
+// the surrogates — what encoding/json writes for a string — into exactly
+// what json.Unmarshal would; ok is false for anything else.
+func simpleJSONString(b []byte) (s string, ok bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	in := b[1 : len(b)-1]
+	esc, ascii := false, true
+	for _, c := range in {
+		switch {
+		case c == '"' && !esc:
+			return "", false
+		case c < 0x20:
+			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+		esc = c == '\\' && !esc
+	}
+	if esc || !ascii && !utf8.Valid(in) {
+		return "", false
+	}
+	if bytes.IndexByte(in, '\\') < 0 {
+		return string(in), true
+	}
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); i++ {
+		c := in[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch in[i] {
+		case '"', '\\', '/':
+			out = append(out, in[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if i+4 >= len(in) {
+				return "", false
+			}
+			r, err := strconv.ParseUint(string(in[i+1:i+5]), 16, 32)
+			if err != nil || r >= 0xD800 && r < 0xE000 {
+				return "", false
+			}
+			out = utf8.AppendRune(out, rune(r))
+			i += 4
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }

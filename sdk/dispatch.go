@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ type dispatch struct {
 	state   *replay.State
 	cov     *coverage.Fold
 	counter *policy.Counter
-	occ     map[[32]byte]uint64 // occurrences of (kind, target, args)
+	occ     map[[16]byte]uint64 // occurrences of (kind, target, args), by StepID at occurrence 0
 	res     map[string]*bound   // resources obtained in this dispatch
 	dead    error               // an append failed: the dispatch stops
 	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
@@ -43,10 +42,15 @@ type dispatch struct {
 	wakeAt  time.Time           // when the parked dispatch is to run again (the earliest wait); zero if none
 
 	// recorded is how many steps the lineage recorded when the dispatch
-	// began; consumed holds those this dispatch reached again. It replays
-	// while some remain (IsReplaying).
-	recorded int
-	consumed map[string]bool
+	// began (the first recorded of replay.State.At); consumed marks, by
+	// index, the steps this dispatch reached again, and consumedOver the
+	// overrides of steps the lineage does not hold; nConsumed counts both.
+	// It replays while some remain (IsReplaying).
+	recorded     int
+	consumed     []uint64
+	consumedOver map[string]bool
+	nConsumed    int
+	pos          *positions // call positions and Strict's checks (DESIGN §15)
 
 	// Who held the execution (DESIGN §11, where a resource may be opened):
 	// holder is the Owner of the newest dispatch.started, holderSince the
@@ -57,7 +61,6 @@ type dispatch struct {
 	holder      string
 	holderSince uint64
 	startedAt   uint64
-	pos         *positions // call positions and Strict's checks (DESIGN §15)
 	// newInput reports a lineage that a fork.created gave a new input
 	// (DESIGN §12): its run may leave recorded steps of its prefix behind,
 	// which divergedLocked records.
@@ -510,13 +513,11 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 				ErrInvalid, c.kind, c.target, key)
 		}
 	}
-	occKey := sha256.Sum256(append([]byte(string(c.kind)+"\x00"+c.target+"\x00"), c.args...))
-	occurrence := d.occ[occKey]
-	d.occ[occKey]++
-	stepID := StepID(c.kind, c.target, c.args, occurrence)
-	rec, seen := d.state.Step(stepID)
+	stepID := callIdentity(d.occ, c.kind, c.target, c.args)
+	// Read-only: rec's slices are the fold's; nothing here writes to them.
+	rec, index, seen := d.state.Lookup(stepID)
 	if seen {
-		d.consumed[stepID] = true
+		d.consumeLocked(stepID, index)
 	}
 	if err := d.positionLocked(c, stepID, seen); err != nil {
 		d.mu.Unlock()
@@ -567,6 +568,32 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		}
 	}
 	return d.attempts(ctx, stepID, attempt, time.Time{}, c)
+}
+
+// consumeLocked marks step stepID, at index (-1 for an override of a step
+// the lineage does not hold), as reached again by this dispatch.
+func (d *dispatch) consumeLocked(stepID string, index int) {
+	if index < 0 {
+		if !d.consumedOver[stepID] {
+			d.consumedOver[stepID] = true
+			d.nConsumed++
+		}
+		return
+	}
+	w, bit := index/64, uint64(1)<<(index%64)
+	if w >= len(d.consumed) {
+		d.consumed = append(d.consumed, make([]uint64, w+1-len(d.consumed))...)
+	}
+	if d.consumed[w]&bit == 0 {
+		d.consumed[w] |= bit
+		d.nConsumed++
+	}
+}
+
+// consumedLocked reports whether the step at index was reached again.
+func (d *dispatch) consumedLocked(index int) bool {
+	w := index / 64
+	return w < len(d.consumed) && d.consumed[w]&(uint64(1)<<(index%64)) != 0
 }
 
 // notStarted refuses to start c live once ctx is done: a cancelled
@@ -713,12 +740,12 @@ func (d *dispatch) divergedLocked() eventlog.Payload {
 		return nil
 	}
 	var ids []string
-	for _, st := range d.pos.steps {
+	for _, st := range d.unreachedLocked() {
 		seq := st.StartedAt
 		if seq == 0 {
 			seq = st.EndedAt // denied: it never started
 		}
-		if seq <= d.state.ForkAt && !d.consumed[st.ID] {
+		if seq <= d.state.ForkAt {
 			ids = append(ids, st.ID)
 		}
 	}

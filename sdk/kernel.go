@@ -382,14 +382,14 @@ func (k *Kernel) keep(ctx context.Context, leaser eventlog.Leaser, lease eventlo
 // load folds id's lineage into a new dispatch.
 func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 	d := &dispatch{
-		k:        k,
-		id:       id,
-		state:    replay.New(),
-		cov:      coverage.New(),
-		counter:  policy.NewCounter(),
-		occ:      make(map[[32]byte]uint64),
-		consumed: make(map[string]bool),
-		res:      make(map[string]*bound),
+		k:            k,
+		id:           id,
+		state:        replay.NewWith(replay.Options{DropArgs: true}), // args are read from the log when an error quotes them
+		cov:          coverage.New(),
+		counter:      policy.NewCounter(),
+		occ:          make(map[[16]byte]uint64),
+		consumedOver: make(map[string]bool),
+		res:          make(map[string]*bound),
 	}
 	edited := false
 	for ev, err := range k.log.Events(ctx, id, 1) {
@@ -406,7 +406,7 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 			d.newInput = true
 		}
 	}
-	d.recorded = len(d.state.Steps())
+	d.recorded = d.state.Len()
 	d.pos = newPositions(d.state, k.strict, edited)
 	return d, nil
 }

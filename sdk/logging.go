@@ -80,7 +80,7 @@ func (h *replayHandler) WithGroup(name string) slog.Handler {
 func (d *dispatch) replaying() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.consumed) < d.recorded
+	return d.nConsumed < d.recorded
 }
 
 // logCaptures logs the failed captures among payloads at Warn.

@@ -80,7 +80,7 @@ func (d *dispatch) replayOnlyLocked(c call, rec replay.Step, seen bool) error {
 		// from its history here.
 		nd := &NonDeterministicError{ID: d.id, Got: &RecordedCall{Kind: c.kind, Target: c.target, Args: shortArgs(c.args)}}
 		for _, st := range unreached {
-			nd.Expected = append(nd.Expected, recordedCall(st, d.recordedPosition(st)))
+			nd.Expected = append(nd.Expected, d.recordedCallLocked(st, d.recordedPosition(st)))
 		}
 		d.failLocked(eventlog.FailNondeterministic, nd)
 		return nd

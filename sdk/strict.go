@@ -121,33 +121,35 @@ type position struct {
 	target string
 }
 
-// positions is what a dispatch knows of call positions: the steps its
-// lineage recorded when it began, by pair in lineage order, and how many
-// calls of each pair it made. Guarded by the dispatch's mu.
+// positions is what a dispatch knows of call positions: under Strict, the
+// steps its lineage recorded when it began (their indexes in
+// replay.State.At), by pair in lineage order; and how many calls of each
+// pair it made. Guarded by the dispatch's mu. Without Strict nothing is
+// indexed: a dispatch holds no per-step state beyond the folds.
 type positions struct {
 	strict   bool // Strict, and not an edited fork
-	recorded map[position][]replay.Step
-	steps    []replay.Step // every recorded step, in lineage order
+	recorded map[position][]int
 	made     map[position]int
 	markers  map[string]int // Patched calls per name
 }
 
-// newPositions indexes the steps s recorded. edited reports a fork with a
-// new input or overridden results, where Strict is off.
+// newPositions indexes the steps s recorded, under strict. edited reports
+// a fork with a new input or overridden results, where Strict is off (the
+// index still serves a ReplayOnly kernel's errors).
 func newPositions(s *replay.State, strict, edited bool) *positions {
 	p := &positions{
 		strict:   strict && !edited && len(s.Overrides()) == 0,
-		recorded: make(map[position][]replay.Step),
+		recorded: make(map[position][]int),
 		made:     make(map[position]int),
 		markers:  make(map[string]int),
 	}
-	for _, st := range s.Steps() {
-		if st.Kind == "" {
-			continue // an override of a step the lineage does not hold
-		}
+	if !strict {
+		return p
+	}
+	for i := range s.Len() {
+		st := s.At(i)
 		pos := position{st.Kind, st.Target}
-		p.recorded[pos] = append(p.recorded[pos], st)
-		p.steps = append(p.steps, st)
+		p.recorded[pos] = append(p.recorded[pos], i)
 	}
 	return p
 }
@@ -175,12 +177,12 @@ func (d *dispatch) positionLocked(c call, stepID string, seen bool) error {
 		return nil
 	}
 	rec := p.recorded[pos]
-	if n >= len(rec) || d.consumed[rec[n].ID] {
+	if n >= len(rec) || d.consumedLocked(rec[n]) {
 		return nil
 	}
 	err := &NonDeterministicError{
 		ID:       d.id,
-		Expected: []RecordedCall{recordedCall(rec[n], n)},
+		Expected: []RecordedCall{d.recordedCallLocked(d.state.At(rec[n]), n)},
 		Got:      &RecordedCall{Kind: c.kind, Target: c.target, Args: shortArgs(c.args), Position: n, StepID: stepID},
 	}
 	d.failLocked(eventlog.FailNondeterministic, err)
@@ -189,17 +191,13 @@ func (d *dispatch) positionLocked(c call, stepID string, seen bool) error {
 
 // unreachedLocked returns the steps the lineage recorded when the dispatch
 // began that it did not consume, in lineage order, with their current
-// state. d.mu is held.
+// state (read-only: their slices are the fold's). d.mu is held.
 func (d *dispatch) unreachedLocked() []replay.Step {
 	var out []replay.Step
-	for _, st := range d.pos.steps {
-		if d.consumed[st.ID] {
-			continue
+	for i := range d.recorded {
+		if !d.consumedLocked(i) {
+			out = append(out, d.state.At(i))
 		}
-		if cur, ok := d.state.Step(st.ID); ok {
-			st = cur
-		}
-		out = append(out, st)
 	}
 	return out
 }
@@ -216,7 +214,7 @@ func (d *dispatch) settleLocked() (res *Result, err error, failed bool) {
 	if d.pos.strict && len(unreached) > 0 {
 		nd := &NonDeterministicError{ID: d.id}
 		for _, st := range unreached {
-			nd.Expected = append(nd.Expected, recordedCall(st, d.recordedPosition(st)))
+			nd.Expected = append(nd.Expected, d.recordedCallLocked(st, d.recordedPosition(st)))
 		}
 		fail := &ExecutionError{ID: d.id, Code: eventlog.FailNondeterministic, Message: nd.Error(), cause: nd}
 		if err := d.appendLocked(false, &eventlog.ExecutionFailed{Error: fail.Message, Code: fail.Code}); err != nil {
@@ -242,20 +240,41 @@ func (d *dispatch) settleLocked() (res *Result, err error, failed bool) {
 // pair.
 func (d *dispatch) recordedPosition(st replay.Step) int {
 	for i, r := range d.pos.recorded[position{st.Kind, st.Target}] {
-		if r.ID == st.ID {
+		if d.state.At(r).ID == st.ID {
 			return i
 		}
 	}
 	return 0
 }
 
-// recordedCall describes recorded step st at position n.
-func recordedCall(st replay.Step, n int) RecordedCall {
+// recordedCallLocked describes recorded step st at position n. The
+// dispatch's fold keeps no args (replay.Options.DropArgs): they are read
+// from st's newest step.started in the log. d.mu is held.
+func (d *dispatch) recordedCallLocked(st replay.Step, n int) RecordedCall {
 	seq := st.StartedAt
 	if seq == 0 {
 		seq = st.EndedAt // denied: it never started
 	}
-	return RecordedCall{Kind: st.Kind, Target: st.Target, Args: shortArgs(st.Args), Position: n, Seq: seq, StepID: st.ID}
+	args := st.Args
+	if args == nil && st.StartedAt != 0 {
+		args = d.startedArgs(st.ID, st.StartedAt)
+	}
+	return RecordedCall{Kind: st.Kind, Target: st.Target, Args: shortArgs(args), Position: n, Seq: seq, StepID: st.ID}
+}
+
+// startedArgs returns the Args of the step.started of stepID at seq, nil
+// if the log cannot give them (an error quoting args then quotes none).
+func (d *dispatch) startedArgs(stepID string, seq uint64) []byte {
+	for ev, err := range d.k.log.Events(d.ctx, d.id, seq) {
+		if err != nil {
+			return nil
+		}
+		if p, ok := ev.Data.(*eventlog.StepStarted); ok && ev.Seq == seq && p.StepID == stepID {
+			return p.Args
+		}
+		return nil
+	}
+	return nil
 }
 
 // maxShortArgs bounds the args an error quotes.

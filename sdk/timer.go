@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"time"
@@ -55,10 +54,7 @@ func (d *dispatch) sleep(ctx context.Context, dur time.Duration) error {
 		d.mu.Unlock()
 		return err
 	}
-	occKey := sha256.Sum256(append([]byte(string(timerKind)+"\x00sleep\x00"), args...))
-	occurrence := d.occ[occKey]
-	d.occ[occKey]++
-	id := StepID(timerKind, "sleep", args, occurrence)
+	id := callIdentity(d.occ, timerKind, "sleep", args)
 	t, ok := d.state.Timer(id)
 	switch {
 	case ok && t.FiredAt != 0:
