@@ -146,21 +146,46 @@ func (k *Kernel) Approvals(ctx context.Context, f Filter) ([]PendingApproval, er
 	}
 	var out []PendingApproval
 	for _, info := range infos {
-		st, err := replay.Fold(k.log.Events(ctx, info.ID, 1))
+		some, err := k.awaited(ctx, info)
 		if err != nil {
-			return nil, fmt.Errorf("sdk: approvals of %s: %w", info.ID, err)
+			return nil, err
 		}
-		for _, stepID := range st.Awaited() {
-			a, _ := st.Approval(stepID)
-			at, err := k.eventTime(ctx, info.ID, a.RequestedAt)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, PendingApproval{
-				Execution: info.ID, Agent: info.Agent, StepID: a.StepID, StepKind: a.StepKind, Target: a.Target,
-				Args: a.Args, Reason: a.Reason, RequestedAt: a.RequestedAt, Time: at,
-			})
+		out = append(out, some...)
+	}
+	return out, nil
+}
+
+// AwaitedApprovals returns the calls of execution id that await a
+// decision, by StepID; none when it is not waiting. An unknown id is
+// ErrNotFound.
+func (k *Kernel) AwaitedApprovals(ctx context.Context, id eventlog.ID) ([]PendingApproval, error) {
+	info, err := k.log.Info(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if info.Status != eventlog.StatusWaiting {
+		return nil, nil
+	}
+	return k.awaited(ctx, info)
+}
+
+// awaited folds info's lineage for the approvals it awaits.
+func (k *Kernel) awaited(ctx context.Context, info eventlog.Info) ([]PendingApproval, error) {
+	st, err := replay.Fold(k.log.Events(ctx, info.ID, 1))
+	if err != nil {
+		return nil, fmt.Errorf("sdk: approvals of %s: %w", info.ID, err)
+	}
+	var out []PendingApproval
+	for _, stepID := range st.Awaited() {
+		a, _ := st.Approval(stepID)
+		at, err := k.eventTime(ctx, info.ID, a.RequestedAt)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, PendingApproval{
+			Execution: info.ID, Agent: info.Agent, StepID: a.StepID, StepKind: a.StepKind, Target: a.Target,
+			Args: a.Args, Reason: a.Reason, RequestedAt: a.RequestedAt, Time: at,
+		})
 	}
 	return out, nil
 }
