@@ -489,3 +489,99 @@ func TestApprovalForkGatesOrphanRerun(t *testing.T) {
 		t.Fatalf("fetch ran %d times, want 2 (root, approved re-run)", runs.Load())
 	}
 }
+
+// awaitApproval polls until id awaits an approval requested after seq
+// after, and returns it.
+func awaitApproval(t *testing.T, k *sdk.Kernel, id eventlog.ID, after uint64) sdk.PendingApproval {
+	t.Helper()
+	for {
+		list, err := k.AwaitedApprovals(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range list {
+			if a.RequestedAt > after {
+				return a
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestApprovalForkGatesRetries: in a fork every attempt asks again (DESIGN
+// §8½): the approval of the first attempt does not approve its retry.
+func TestApprovalForkGatesRetries(t *testing.T) {
+	ctx := t.Context()
+	store := newStore(t)
+	var attempts atomic.Int64
+	rules, _ := policy.ParseRules("approve tool:flaky in-fork")
+	k := newKernel(t, store, func(k *sdk.Kernel) {
+		flaky := sdk.DefineTool("flaky", func(context.Context, none) (int, error) {
+			if attempts.Add(1)%2 == 1 {
+				return 0, errors.New("boom")
+			}
+			return 1, nil
+		}, sdk.Retry(sdk.RetryPolicy{MaxAttempts: 2, Initial: time.Millisecond}))
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) { return flaky.Call(ctx, none{}) })
+	}, sdk.WithGate(rules.Gate()))
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := k.Fork(ctx, id, 2)
+	done := make(chan error, 1)
+	go func() { _, err := k.Run(ctx, f); done <- err }()
+	first := awaitApproval(t, k, f, 0)
+	if err := k.Approve(ctx, f, first.StepID, "first"); err != nil {
+		t.Fatal(err)
+	}
+	second := awaitApproval(t, k, f, first.RequestedAt)
+	if second.StepID != first.StepID {
+		t.Fatalf("the retry asks about step %s, the first attempt was %s", second.StepID, first.StepID)
+	}
+	if err := k.Approve(ctx, f, second.StepID, "second"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"created a", "dispatch 1", "fork at=2", "dispatch 2",
+		"approval.requested", "approval.granted", "started tool flaky", "failed boom",
+		"approval.requested", "approval.granted", "started tool flaky attempt=2", "succeeded", "completed"}
+	if diff := cmp.Diff(want, describeAll(events(t, k, f))); diff != "" {
+		t.Fatalf("fork events (-want +got):\n%s", diff)
+	}
+	if attempts.Load() != 4 {
+		t.Fatalf("%d attempts ran, want 4 (two in the root, two in the fork)", attempts.Load())
+	}
+}
+
+// TestApprovalCancelWhileParked: cancelling an execution parked on an
+// approval ends it at once; it awaits nothing any more.
+func TestApprovalCancelWhileParked(t *testing.T) {
+	ctx := t.Context()
+	store := newStore(t)
+	var bodies, asked atomic.Int64
+	k := newKernel(t, store, approvalAgent(&bodies), sdk.WithGate(countingGate(&asked)), sdk.ParkAfter(time.Millisecond))
+	id, _ := k.Start(ctx, "a", 1)
+	if _, err := k.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run = %v", err)
+	}
+	p := pendingStep(t, k, id)
+	if err := k.Cancel(ctx, id, "never mind"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"created a", "dispatch 1", "approval.requested", "dispatch.parked", "execution.cancel_requested", "execution.cancelled"}
+	if diff := cmp.Diff(want, describeAll(events(t, k, id))); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if list, err := k.Approvals(ctx, sdk.Filter{}); err != nil || len(list) != 0 {
+		t.Fatalf("Approvals after cancel = %v, %v", list, err)
+	}
+	if err := k.Approve(ctx, id, p.StepID, ""); !errors.Is(err, sdk.ErrNoPendingApproval) {
+		t.Fatalf("Approve of a cancelled execution = %v", err)
+	}
+	if n := len(events(t, k, id)); n != len(want) {
+		t.Fatalf("%d events after the refused Approve, want %d", n, len(want))
+	}
+}
