@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -583,5 +584,55 @@ func TestApprovalCancelWhileParked(t *testing.T) {
 	}
 	if n := len(events(t, k, id)); n != len(want) {
 		t.Fatalf("%d events after the refused Approve, want %d", n, len(want))
+	}
+}
+
+// TestApprovalDecidedWhileParking: a decision the owner takes only after
+// the waiting call gave up (it was in the inbox when the dispatch ended)
+// lands before dispatch.parked; the park then wakes at once (WakeAt set),
+// so the execution is not left waiting for a decision it has.
+func TestApprovalDecidedWhileParking(t *testing.T) {
+	ctx := t.Context()
+	for try := 0; ; try++ {
+		store := newStore(t)
+		var bodies atomic.Int64
+		var id eventlog.ID
+		args, _ := json.Marshal(payArgs{Amount: 4})
+		stepID := sdk.StepID(eventlog.StepTool, "pay", args, 0)
+		gate := func(_ context.Context, c policy.Call) policy.Decision {
+			// The decision reaches the inbox before the approval is even
+			// requested: the owner's next look in the inbox takes it.
+			if _, err := store.Request(ctx, id, &eventlog.ApprovalGranted{StepID: stepID, By: "early"}, time.Now()); err != nil {
+				t.Error(err)
+			}
+			return policy.Decision{Approval: true, Reason: "check"}
+		}
+		k := newKernel(t, store, approvalAgent(&bodies), sdk.WithGate(gate), sdk.ParkAfter(time.Nanosecond))
+		id, _ = k.Start(ctx, "a", 4)
+		_, err := k.Run(ctx, id)
+		got := describeAll(events(t, k, id))
+		if err == nil && try < 5 {
+			continue // the owner's poll took the decision before the call gave up: try again
+		}
+		if !errors.Is(err, sdk.ErrWaiting) {
+			t.Fatalf("Run = %v (events %v)", err, got)
+		}
+		want := []string{"created a", "dispatch 1", "approval.requested", "approval.granted", "dispatch.parked"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("events (-want +got):\n%s", diff)
+		}
+		info, _ := store.Info(ctx, id)
+		if info.Status != eventlog.StatusWaiting || info.WakeAt.IsZero() || info.WakeAt.After(time.Now()) {
+			t.Fatalf("info %+v, want waiting with a wake time that has come", info)
+		}
+		res, err := k.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		if err := res.Decode(&out); err != nil || out != "paid $$$$" || bodies.Load() != 1 {
+			t.Fatalf("output %q, %v, %d bodies", out, err, bodies.Load())
+		}
+		return
 	}
 }
