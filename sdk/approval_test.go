@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/sdk"
 )
@@ -593,22 +594,16 @@ func TestApprovalCancelWhileParked(t *testing.T) {
 // so the execution is not left waiting for a decision it has.
 func TestApprovalDecidedWhileParking(t *testing.T) {
 	ctx := t.Context()
+	args, _ := json.Marshal(payArgs{Amount: 4})
+	stepID := sdk.StepID(eventlog.StepTool, "pay", args, 0)
 	for try := 0; ; try++ {
-		store := newStore(t)
+		store := &requestOnApproval{Store: newStore(t), requests: []eventlog.Payload{&eventlog.ApprovalGranted{StepID: stepID, By: "early"}}}
 		var bodies atomic.Int64
-		var id eventlog.ID
-		args, _ := json.Marshal(payArgs{Amount: 4})
-		stepID := sdk.StepID(eventlog.StepTool, "pay", args, 0)
-		gate := func(_ context.Context, c policy.Call) policy.Decision {
-			// The decision reaches the inbox before the approval is even
-			// requested: the owner's next look in the inbox takes it.
-			if _, err := store.Request(ctx, id, &eventlog.ApprovalGranted{StepID: stepID, By: "early"}, time.Now()); err != nil {
-				t.Error(err)
-			}
+		gate := func(context.Context, policy.Call) policy.Decision {
 			return policy.Decision{Approval: true, Reason: "check"}
 		}
 		k := newKernel(t, store, approvalAgent(&bodies), sdk.WithGate(gate), sdk.ParkAfter(time.Nanosecond))
-		id, _ = k.Start(ctx, "a", 4)
+		id, _ := k.Start(ctx, "a", 4)
 		_, err := k.Run(ctx, id)
 		got := describeAll(events(t, k, id))
 		if err == nil && try < 5 {
@@ -634,5 +629,68 @@ func TestApprovalDecidedWhileParking(t *testing.T) {
 			t.Fatalf("output %q, %v, %d bodies", out, err, bodies.Load())
 		}
 		return
+	}
+}
+
+// requestOnApproval is a store that, right after it appended an
+// approval.requested, puts requests in that execution's inbox: decisions
+// that arrive while the owner holds its lock, so that its next look in the
+// inbox takes them.
+type requestOnApproval struct {
+	*pebblestore.Store
+	requests []eventlog.Payload
+}
+
+func (s *requestOnApproval) Append(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
+	n, err := s.Store.Append(ctx, id, head, evs...)
+	if err != nil {
+		return n, err
+	}
+	for _, ev := range evs {
+		if ev.Kind() != eventlog.KindApprovalRequested {
+			continue
+		}
+		for _, p := range s.requests {
+			if _, err := s.Request(ctx, id, p, time.Now()); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// TestApprovalStaleDecisionsDropped: decisions that decide nothing — the
+// second of two that raced past Approve's checks, one for a step that
+// awaits none — leave the inbox with the owner's next write and add no
+// event: the lineage stays well formed and Serve is not woken by them
+// again.
+func TestApprovalStaleDecisionsDropped(t *testing.T) {
+	ctx := t.Context()
+	args, _ := json.Marshal(payArgs{Amount: 2})
+	stepID := sdk.StepID(eventlog.StepTool, "pay", args, 0)
+	store := &requestOnApproval{Store: newStore(t), requests: []eventlog.Payload{
+		&eventlog.ApprovalRejected{StepID: "no-such-step", By: "stale"},
+		&eventlog.ApprovalGranted{StepID: stepID, By: "first"},
+		&eventlog.ApprovalRejected{StepID: stepID, By: "second"},
+	}}
+	var bodies atomic.Int64
+	gate := func(context.Context, policy.Call) policy.Decision {
+		return policy.Decision{Approval: true, Reason: "check"}
+	}
+	k := newKernel(t, store, approvalAgent(&bodies), sdk.WithGate(gate))
+	id, _ := k.Start(ctx, "a", 2)
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, k, id)
+	want := []string{"created a", "dispatch 1", "approval.requested", "approval.granted", "started tool pay at_most_once", "succeeded", "completed"}
+	if diff := cmp.Diff(want, describeAll(evs)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if g := evs[3].Data.(*eventlog.ApprovalGranted); g.By != "first" {
+		t.Fatalf("the decision taken is %+v, want the first", g)
+	}
+	if reqs, err := store.Requests(ctx, id); err != nil || len(reqs) != 0 {
+		t.Fatalf("inbox keeps %d requests (%v), want none", len(reqs), err)
 	}
 }
