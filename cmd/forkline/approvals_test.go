@@ -77,7 +77,9 @@ func kinds(t *testing.T, log eventlog.Log, id eventlog.ID) []string {
 // opens that log to read what the commands wrote (and closes it).
 func checkApprovalCommands(t *testing.T, base []string, ids [2]eventlog.ID, reopen func(func(eventlog.Log))) {
 	t.Helper()
-	cli := func(args ...string) (string, string, int) { return runCLI(t, append(base[:len(base):len(base)], args...)...) }
+	cli := func(args ...string) (string, string, int) {
+		return runCLI(t, append(base[:len(base):len(base)], args...)...)
+	}
 	parked := []string{"execution.created", "dispatch.started", "approval.requested", "dispatch.parked"}
 
 	stdout, stderr, code := cli("approvals", "--json")
