@@ -109,10 +109,15 @@ func (s *Status) UnmarshalText(b []byte) error {
 // replay fold's question. It does no IO and never reads the clock; Updated
 // is the Time of an event.
 type StatusState struct {
-	Status   Status
-	Head     uint64    // seq of the newest event folded
-	Updated  time.Time // Time of the newest event folded
-	WakeAt   time.Time // of the newest dispatch.parked while it is the newest dispatch event; zero otherwise
+	Status  Status
+	Head    uint64    // seq of the newest event folded
+	Updated time.Time // Time of the newest event folded
+	// WakeAt is when a parked execution is to run again: the newest
+	// dispatch.parked's, moved earlier to the Time of an approval decision
+	// folded while it is parked (a decision wakes it at once, also when the
+	// requester appended it with no owner running, DESIGN §8½); zero when
+	// the newest dispatch event is not dispatch.parked.
+	WakeAt   time.Time
 	Deadline time.Time // of execution.created, or of the newest fork.created (never inherited)
 
 	// Dispatched reports that a dispatch.started followed the newest
@@ -154,9 +159,9 @@ func (s *StatusState) Apply(ev Event) {
 			s.Approvals = slices.Insert(slices.Clone(s.Approvals), i, p.StepID)
 		}
 	case *ApprovalGranted:
-		s.decide(p.StepID)
+		s.decide(p.StepID, ev.Time)
 	case *ApprovalRejected:
-		s.decide(p.StepID)
+		s.decide(p.StepID, ev.Time)
 	}
 	if s.Status.Terminal() {
 		return
@@ -176,13 +181,19 @@ func (s *StatusState) end(st Status) {
 	s.Status, s.Parked, s.WakeAt, s.Approvals = st, false, time.Time{}, nil
 }
 
-// decide removes stepID from the approvals awaited.
-func (s *StatusState) decide(stepID string) {
-	if i, found := slices.BinarySearch(s.Approvals, stepID); found {
-		s.Approvals = slices.Delete(slices.Clone(s.Approvals), i, i+1)
-		if len(s.Approvals) == 0 {
-			s.Approvals = nil
-		}
+// decide removes stepID from the approvals awaited. A parked execution
+// wakes at the decision's time at, so that Serve runs it again.
+func (s *StatusState) decide(stepID string, at time.Time) {
+	i, found := slices.BinarySearch(s.Approvals, stepID)
+	if !found {
+		return
+	}
+	s.Approvals = slices.Delete(slices.Clone(s.Approvals), i, i+1)
+	if len(s.Approvals) == 0 {
+		s.Approvals = nil
+	}
+	if s.Parked && (s.WakeAt.IsZero() || at.Before(s.WakeAt)) {
+		s.WakeAt = at
 	}
 }
 

@@ -98,6 +98,17 @@ func TestStatusFold(t *testing.T) {
 			{&eventlog.TimerFired{TimerID: "t"}, eventlog.StatusRunning, time.Time{}, time.Time{}},
 			{&eventlog.ExecutionFailed{Code: eventlog.FailHandler}, eventlog.StatusFailed, time.Time{}, time.Time{}},
 		}},
+		{"a decision wakes a parked execution at its time", []step{
+			{&eventlog.ExecutionCreated{Agent: "a"}, eventlog.StatusPending, time.Time{}, time.Time{}},
+			{&eventlog.DispatchStarted{Dispatch: 1}, eventlog.StatusRunning, time.Time{}, time.Time{}},
+			{&eventlog.ApprovalRequested{StepID: "x", StepKind: eventlog.StepTool}, eventlog.StatusWaiting, time.Time{}, time.Time{}},
+			{&eventlog.ApprovalRequested{StepID: "y", StepKind: eventlog.StepTool}, eventlog.StatusWaiting, time.Time{}, time.Time{}},
+			{&eventlog.DispatchParked{WakeAt: wake, Reason: eventlog.ParkApproval}, eventlog.StatusWaiting, wake, time.Time{}},
+			// Event i has Time t0+i s: the decision at seq 6 wakes it at t0+5s.
+			{&eventlog.ApprovalGranted{StepID: "x"}, eventlog.StatusWaiting, t0.Add(5 * time.Second), time.Time{}},
+			{&eventlog.ApprovalRejected{StepID: "y"}, eventlog.StatusWaiting, t0.Add(5 * time.Second), time.Time{}},
+			{&eventlog.DispatchStarted{Dispatch: 2}, eventlog.StatusRunning, time.Time{}, time.Time{}},
+		}},
 		{"a fork's status is its own", []step{
 			{&eventlog.ExecutionCreated{Agent: "a", Deadline: dl}, eventlog.StatusPending, time.Time{}, dl},
 			{&eventlog.DispatchStarted{Dispatch: 1}, eventlog.StatusRunning, time.Time{}, dl},

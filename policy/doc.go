@@ -54,16 +54,28 @@
 // [Rule] that matches a [Call] decides it, and a call no rule matches is
 // allowed.
 //
+// # Approvals
+//
+// A gate may also answer [Decision] Approval (DESIGN §12; it wins over
+// Allow): the SDK records approval.requested with the decision's Reason, the
+// execution is waiting, and the call runs live once a person grants it, or
+// returns the SDK's ErrDenied once they reject it. [ApproveForkEffects] is
+// the gate that asks for approval of every at_most_once call running live in
+// a fork ([Call] InFork and Idempotency), and allows everything else. A fork
+// never inherits an approval of its prefix: every live attempt in a fork is
+// gated again, retries and orphan re-runs included.
+//
 // # Rule text
 //
 // [ParseRules] reads rules one per line:
 //
 //	# comments and blank lines are ignored
-//	allow|deny KIND:TARGET [in-fork] [reason text…]
+//	allow|deny|approve KIND:TARGET [in-fork] [at-most-once] [reason text…]
 //
 // For example:
 //
 //	deny tool:rm_* in-fork forks must not delete files
+//	approve tool:* in-fork at-most-once effects of forks are approved
 //	allow llm:*
 //	deny local:deploy
 //
@@ -74,11 +86,16 @@
 //     a slash). A malformed pattern is an error, and so is a KIND pattern
 //     that matches none of tool, local, llm and child, since its rule could
 //     never apply.
+//   - approve asks for approval of a matching call (Decision.Approval)
+//     instead of allowing or denying it.
 //   - in-fork restricts the rule to calls that run live in a fork, past
-//     their fork point.
+//     their fork point; at-most-once restricts it to at_most_once calls.
+//     The two may come in either order, each at most once: a repeated one
+//     is the first word of the reason.
 //   - The rest of the line, trimmed, is the reason recorded with the
 //     decision. Without one, the reason says which rule decided:
-//     "denied by rule 1: deny local:deploy". A # is a comment only at the
+//     "denied by rule 1: deny local:deploy", "approval asked by rule 2:
+//     approve tool:* in-fork at-most-once". A # is a comment only at the
 //     start of a line; elsewhere it is part of the reason.
 //
 // Errors name the line number and what was wrong, and wrap

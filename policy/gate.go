@@ -6,6 +6,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/forkline/forkline/eventlog"
 )
 
 // Call is a call the SDK is about to run live: what a [Gate] decides on
@@ -16,21 +18,40 @@ type Call struct {
 	Target string // the tool name, step name or LLM endpoint
 	Args   []byte // canonical encoding of the args
 	InFork bool   // runs live in a fork, past its fork point
+	// Idempotency is the call's: "safe_to_retry" or "at_most_once"
+	// (eventlog.SafeToRetry, eventlog.AtMostOnce).
+	Idempotency string
 }
 
 // Decision is a Gate's answer. A denied call is recorded as step.denied with
-// Reason and never runs.
+// Reason and never runs. A call whose decision asks for an Approval
+// (DESIGN §12) is recorded as approval.requested with Reason and waits for
+// a person's decision; Approval wins over Allow.
 type Decision struct {
-	Allow  bool
-	Reason string
+	Allow    bool
+	Approval bool
+	Reason   string
 }
 
-// Gate decides whether a call may run. The SDK asks it once per live call,
-// before step.started; a recorded denial is replayed without asking again.
+// Gate decides whether a call may run. The SDK asks it before each live
+// attempt that DESIGN §8½ gates — every call's first attempt, and in a fork
+// every attempt, retries and orphan re-runs included — before its
+// step.started; a recorded denial or approval is replayed without asking
+// again.
 type Gate func(ctx context.Context, c Call) Decision
 
+// ApproveForkEffects returns a Gate that asks for approval of every
+// at_most_once call that runs live in a fork (DESIGN §12) and allows every
+// other call: a fork replays its prefix freely, and a person approves each
+// effect it would make that cannot be made twice safely.
+func ApproveForkEffects() Gate {
+	return Rules{{InFork: true, AtMostOnce: true, Approve: true,
+		Reason: "an at_most_once call in a fork needs approval"}}.Gate()
+}
+
 // Rule is one rule of a [Rules] set. A rule matches a call when its Kind and
-// Target patterns match and, if InFork is set, the call runs in a fork.
+// Target patterns match, if InFork is set the call runs in a fork, and if
+// AtMostOnce is set the call is at_most_once.
 type Rule struct {
 	// Kind is a path.Match pattern over the call's Kind; "" or "*" match any.
 	Kind string
@@ -39,27 +60,44 @@ type Rule struct {
 	Target string
 	// InFork restricts the rule to calls that run live in a fork.
 	InFork bool
-	// Allow is the decision of a matching rule.
+	// AtMostOnce restricts the rule to at_most_once calls.
+	AtMostOnce bool
+	// Allow is the decision of a matching rule, unless Approve is set.
 	Allow bool
+	// Approve makes a matching rule ask for approval (Decision.Approval);
+	// it wins over Allow.
+	Approve bool
 	// Reason is the decision's reason; when empty, Decide says which rule
 	// decided ("denied by rule 2: deny tool:rm").
 	Reason string
 }
 
+// verb returns the rule's verb in its text form.
+func (r Rule) verb() string {
+	switch {
+	case r.Approve:
+		return "approve"
+	case r.Allow:
+		return "allow"
+	}
+	return "deny"
+}
+
 // String returns the rule in the text form that [ParseRules] reads, e.g.
-// "deny tool:rm_* in-fork no deletions in forks".
+// "deny tool:rm_* in-fork no deletions in forks". An Approve rule is
+// written with the verb approve, whatever its Allow.
 func (r Rule) String() string {
 	var b strings.Builder
-	if r.Allow {
-		b.WriteString("allow ")
-	} else {
-		b.WriteString("deny ")
-	}
+	b.WriteString(r.verb())
+	b.WriteByte(' ')
 	b.WriteString(r.Kind)
 	b.WriteByte(':')
 	b.WriteString(r.Target)
 	if r.InFork {
 		b.WriteString(" in-fork")
+	}
+	if r.AtMostOnce {
+		b.WriteString(" at-most-once")
 	}
 	if r.Reason != "" {
 		b.WriteByte(' ')
@@ -71,7 +109,7 @@ func (r Rule) String() string {
 // matches reports whether the rule applies to c. A malformed pattern (only
 // possible in a Rule not made by ParseRules) matches nothing.
 func (r Rule) matches(c Call) bool {
-	if r.InFork && !c.InFork {
+	if r.InFork && !c.InFork || r.AtMostOnce && c.Idempotency != string(eventlog.AtMostOnce) {
 		return false
 	}
 	return globMatch(r.Kind, c.Kind) && globMatch(r.Target, c.Target)
@@ -99,10 +137,13 @@ func (r Rules) Decide(c Call) Decision {
 		if !rule.matches(c) {
 			continue
 		}
-		d := Decision{Allow: rule.Allow, Reason: rule.Reason}
+		d := Decision{Allow: rule.Allow && !rule.Approve, Approval: rule.Approve, Reason: rule.Reason}
 		if d.Reason == "" {
 			verb := "denied"
-			if rule.Allow {
+			switch {
+			case rule.Approve:
+				verb = "approval asked"
+			case rule.Allow:
 				verb = "allowed"
 			}
 			d.Reason = fmt.Sprintf("%s by rule %d: %s", verb, i+1, rule)

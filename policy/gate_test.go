@@ -129,7 +129,8 @@ allow tool:
 
 func TestParseRulesErrors(t *testing.T) {
 	tests := []struct{ text, want string }{
-		{"permit tool:x", `line 1: unknown verb "permit" (want allow or deny)`},
+		{"permit tool:x", `line 1: unknown verb "permit" (want allow, deny or approve)`},
+		{"approve", "line 1: approve without KIND:TARGET"},
 		{"# c\n\nAllow tool:x", `line 3: unknown verb "Allow"`},
 		{"allow", "line 1: allow without KIND:TARGET"},
 		{"deny tool", `line 1: "tool" is not KIND:TARGET`},
@@ -161,6 +162,7 @@ func FuzzParseRules(f *testing.F) {
 		"# comment\n\n deny *:secret* keep # out \r\n",
 		"deny l??:x in-fork in-fork twice",
 		"allow :http_get in-fork",
+		"approve tool:* at-most-once in-fork at-most-once twice",
 		"deny [tool:x",
 		"deny tool:a\\",
 		"allow\u00a0tool:x\u2003in-fork\u0085reason",
@@ -183,10 +185,83 @@ func FuzzParseRules(f *testing.F) {
 		if !reflect.DeepEqual(rules, again) {
 			t.Fatalf("round trip changed the rules:\n%#v\n%#v", rules, again)
 		}
-		for _, c := range []Call{{Kind: "tool", Target: "x"}, {Kind: "llm", Target: "a/b", InFork: true}} {
+		for _, c := range []Call{{Kind: "tool", Target: "x"}, {Kind: "llm", Target: "a/b", InFork: true, Idempotency: "at_most_once"}} {
 			_ = rules.Decide(c)
 		}
 	})
+}
+
+// DESIGN §12: approve rules ask for approval (it wins over Allow), and
+// at-most-once restricts a rule to at_most_once calls.
+func TestDecideApproval(t *testing.T) {
+	amo, str := string(eventlog.AtMostOnce), string(eventlog.SafeToRetry)
+	rules := Rules{
+		{Kind: "tool", Target: "pay", Approve: true, Allow: true},
+		{Kind: "tool", Target: "*", InFork: true, AtMostOnce: true, Approve: true, Reason: "fork effects"},
+		{Kind: "local", Target: "*", AtMostOnce: true},
+	}
+	tests := []struct {
+		name string
+		call Call
+		want Decision
+	}{
+		{"approve wins over allow; the reason names the rule",
+			Call{Kind: "tool", Target: "pay", Idempotency: str},
+			Decision{Approval: true, Reason: "approval asked by rule 1: approve tool:pay"}},
+		{"at-most-once and in-fork both hold",
+			Call{Kind: "tool", Target: "rm", InFork: true, Idempotency: amo},
+			Decision{Approval: true, Reason: "fork effects"}},
+		{"at-most-once skips a safe_to_retry call",
+			Call{Kind: "tool", Target: "rm", InFork: true, Idempotency: str},
+			Decision{Allow: true, Reason: "allowed: no rule matched"}},
+		{"in-fork skips a root call",
+			Call{Kind: "tool", Target: "rm", Idempotency: amo},
+			Decision{Allow: true, Reason: "allowed: no rule matched"}},
+		{"at-most-once deny",
+			Call{Kind: "local", Target: "deploy", Idempotency: amo},
+			Decision{Reason: "denied by rule 3: deny local:* at-most-once"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rules.Decide(tc.call); got != tc.want {
+				t.Errorf("Decide(%+v) = %+v, want %+v", tc.call, got, tc.want)
+			}
+		})
+	}
+	parsed, err := ParseRules("approve tool:* at-most-once in-fork fork effects\napprove tool:pay\ndeny local:* at-most-once at-most-once again\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Rules{
+		{Kind: "tool", Target: "*", InFork: true, AtMostOnce: true, Approve: true, Reason: "fork effects"},
+		{Kind: "tool", Target: "pay", Approve: true},
+		{Kind: "local", Target: "*", AtMostOnce: true, Reason: "at-most-once again"},
+	}
+	if !reflect.DeepEqual(parsed, want) {
+		t.Errorf("ParseRules:\n got %#v\nwant %#v", parsed, want)
+	}
+	wantText := "approve tool:* in-fork at-most-once fork effects\napprove tool:pay\ndeny local:* at-most-once at-most-once again\n"
+	if s := parsed.String(); s != wantText {
+		t.Errorf("String:\n%s\nwant:\n%s", s, wantText)
+	}
+}
+
+// DESIGN §12: ApproveForkEffects asks for approval of exactly the
+// at_most_once calls that run live in a fork.
+func TestApproveForkEffects(t *testing.T) {
+	gate := ApproveForkEffects()
+	ctx := context.Background()
+	for _, kind := range []string{"tool", "local", "llm", "child"} {
+		for _, inFork := range []bool{false, true} {
+			for _, idem := range []eventlog.Idempotency{eventlog.SafeToRetry, eventlog.AtMostOnce} {
+				d := gate(ctx, Call{Agent: "a", Kind: kind, Target: "t", InFork: inFork, Idempotency: string(idem)})
+				wantApproval := inFork && idem == eventlog.AtMostOnce
+				if d.Approval != wantApproval || d.Allow == wantApproval || d.Reason == "" {
+					t.Errorf("%s in-fork=%v %s: %+v, want Approval %v (and Allow the opposite, with a reason)", kind, inFork, idem, d, wantApproval)
+				}
+			}
+		}
+	}
 }
 
 // DESIGN §2: policy imports only eventlog of forkline's packages.

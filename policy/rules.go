@@ -40,8 +40,10 @@ func parseRule(line string) (Rule, error) {
 	case "allow":
 		r.Allow = true
 	case "deny":
+	case "approve":
+		r.Approve = true
 	default:
-		return Rule{}, fmt.Errorf("unknown verb %q (want allow or deny)", verb)
+		return Rule{}, fmt.Errorf("unknown verb %q (want allow, deny or approve)", verb)
 	}
 	pattern, rest := nextWord(rest)
 	if pattern == "" {
@@ -58,12 +60,21 @@ func parseRule(line string) (Rule, error) {
 		return Rule{}, fmt.Errorf("target pattern %q: %v", target, err)
 	}
 	r.Kind, r.Target = kind, target
-	if word, after := nextWord(rest); word == "in-fork" {
-		r.InFork = true
+	// Qualifiers, in any order, each at most once: a repeated one begins
+	// the reason.
+	for {
+		word, after := nextWord(rest)
+		switch {
+		case word == "in-fork" && !r.InFork:
+			r.InFork = true
+		case word == "at-most-once" && !r.AtMostOnce:
+			r.AtMostOnce = true
+		default:
+			r.Reason = rest
+			return r, nil
+		}
 		rest = after
 	}
-	r.Reason = rest
-	return r, nil
 }
 
 // checkKind checks that a Kind pattern is well formed and matches at least

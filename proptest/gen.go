@@ -316,6 +316,7 @@ func (w *World) Actions() map[string]func(*rapid.T) {
 		"diverge":  w.actDiverge,
 		"sleep":    w.actSleep,
 		"cancel":   w.actCancel,
+		"approval": w.actApproval,
 	}
 }
 
@@ -785,6 +786,35 @@ func (w *World) actSleep(t *rapid.T) {
 		return
 	}
 	w.write(t, e, stage(e, &eventlog.TimerFired{TimerID: id}))
+}
+
+// actApproval is a call the gate asks a person about (DESIGN §12), in a
+// running handler: approval.requested, then the decision — granted (the
+// call's run, if any, is another action's), or rejected (the call ends
+// step.denied) — or the dispatch parks waiting (dispatch.parked{approval})
+// and the requester appends the decision itself, with no owner running.
+// Approval events have no body: they advance nothing and are never
+// counted (DESIGN §8½), which every fold check of the world then covers.
+func (w *World) actApproval(t *rapid.T) {
+	e := w.pick(t, "approval in", func(e *Exec) bool { return isRunning(e) && len(e.k.live) == 0 })
+	if e == nil {
+		return
+	}
+	w.steps++
+	id := "s" + strconv.Itoa(w.steps)
+	kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM}).Draw(t, "approval kind")
+	w.write(t, e, stage(e, &eventlog.ApprovalRequested{StepID: id, StepKind: kind, Target: "approved", Reason: "gate"}))
+	switch rapid.SampledFrom([]string{"granted", "rejected", "park"}).Draw(t, "decision") {
+	case "granted":
+		w.write(t, e, stage(e, &eventlog.ApprovalGranted{StepID: id, By: "test"}))
+	case "rejected":
+		w.write(t, e, stage(e, &eventlog.ApprovalRejected{StepID: id, By: "test", Note: "no"}))
+		w.write(t, e, stage(e, &eventlog.StepDenied{StepID: id, StepKind: kind, Target: "approved", Reason: "approval rejected: no"}))
+	case "park":
+		w.write(t, e, stage(e, &eventlog.DispatchParked{Reason: eventlog.ParkApproval}))
+		e.k.status = idle
+		w.write(t, e, stage(e, &eventlog.ApprovalGranted{StepID: id, By: "test"}))
+	}
 }
 
 // actFail is the handler returning an error.

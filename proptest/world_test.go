@@ -62,6 +62,7 @@ func TestGeneratorCoversTheCases(t *testing.T) {
 		"retried attempt", "abandoned", "child step", "parked", "timer fired",
 		"execution cancelled", "fork of a cancelled execution",
 		"fork with new input", "fork with override", "diverged with resources",
+		"approval granted", "approval rejected", "parked on approval", "fork awaiting approval",
 	}
 	seen := map[string]int{}
 	missing := func() []string {
@@ -114,6 +115,9 @@ func census(w *World) map[string]int {
 					break
 				}
 			}
+			if ev := e.Parent.Lineage.Events[e.At-1]; ev.Kind() == eventlog.KindApprovalRequested {
+				c["fork awaiting approval"]++
+			}
 		}
 		events := e.Lineage.Events
 		for i, ev := range events {
@@ -134,6 +138,13 @@ func census(w *World) map[string]int {
 					c["abandoned"]++
 				case *eventlog.DispatchParked:
 					c["parked"]++
+					if p.Reason == eventlog.ParkApproval {
+						c["parked on approval"]++
+					}
+				case *eventlog.ApprovalGranted:
+					c["approval granted"]++
+				case *eventlog.ApprovalRejected:
+					c["approval rejected"]++
 				case *eventlog.TimerFired:
 					c["timer fired"]++
 				case *eventlog.StepFailed:

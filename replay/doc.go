@@ -31,6 +31,7 @@
 //	abandoned + step.failed      → failed, Indeterminate
 //	step.denied                  → denied (it never ran)
 //	retrying  + step.denied      → denied (the gate refused the next attempt, DESIGN §8½)
+//	abandoned + step.denied      → denied (the gate refused an orphan's re-run in a fork)
 //
 // A fork.created's Overrides (DESIGN §12) make [State.Step] return the
 // override as the step's result (status succeeded, Overridden set), also
@@ -75,7 +76,7 @@
 //     not started (an indeterminate failure may also resolve a cancelled
 //     step) — so a second step.succeeded of a step is an error;
 //   - is a step.denied of a step the lineage already has, unless that step
-//     is retrying (with the same kind and target);
+//     is retrying or abandoned (with the same kind and target);
 //   - is a step.started or step.denied of a step a fork overrides;
 //   - is a step.abandoned of a step that is not started, cancelled or
 //     retrying;

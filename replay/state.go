@@ -324,15 +324,16 @@ func (s *State) apply(ev eventlog.Event) error {
 
 	case *eventlog.StepDenied:
 		if st, ok := s.step(p.StepID); ok {
-			if st.Status != StepRetrying {
+			if st.Status != StepRetrying && st.Status != StepAbandoned {
 				return invalid(ev, "step.denied of step %q, which is already %s", p.StepID, st.Status)
 			}
 			if st.Kind != p.StepKind || st.Target != p.Target {
 				return invalid(ev, "step.denied of step %q as %s %q, it started as %s %q", p.StepID, p.StepKind, p.Target, st.Kind, st.Target)
 			}
-			// The gate refused a retried step's next attempt (every live
-			// attempt in a fork is gated, DESIGN §8½): the step ends denied.
-			// Its attempts stay; none is in flight, none more is counted.
+			// The gate refused a retried or abandoned step's next attempt
+			// (every live attempt in a fork is gated, DESIGN §8½, an orphan's
+			// re-run too, abandoned first): the step ends denied. Its
+			// attempts stay; none is in flight, none more is counted.
 			st.Status, st.Reason, st.EndedAt, st.RetryAt = StepDenied, p.Reason, ev.Seq, time.Time{}
 			st.Dispatch = s.Dispatches
 			break

@@ -41,6 +41,14 @@ type dispatch struct {
 	parked  eventlog.ParkReason // the dispatch parks (DESIGN §10): calls return ErrWaiting
 	wakeAt  time.Time           // when the parked dispatch is to run again (the earliest wait); zero if none
 
+	// decided is closed when an approval decision is folded (approval.go);
+	// awaiting lists the steps whose calls parked waiting for one; drops
+	// are inbox requests to remove without an event (decisions that decide
+	// nothing), at the next synced append.
+	decided  chan struct{}
+	awaiting []string
+	drops    []uint64
+
 	// recorded is how many steps the lineage recorded when the dispatch
 	// began (the first recorded of replay.State.At); consumed marks, by
 	// index, the steps this dispatch reached again, and consumedOver the
@@ -135,9 +143,10 @@ func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
 }
 
 // takeRequestsLocked moves the inbox's pending requests into the lineage
-// (DESIGN §8½), in one synced append that also removes them from the inbox.
-// Only cancel requests are taken: approval decisions wait in the inbox for
-// the approvals of DESIGN §12, which are not built yet.
+// (DESIGN §8½), in one synced append that also removes them from the inbox:
+// cancel requests, and the approval decisions of steps that await one
+// (DESIGN §12). A decision that decides nothing is removed without an
+// event.
 func (d *dispatch) takeRequestsLocked() error {
 	inbox, ok := d.k.log.(eventlog.Inbox)
 	if !ok || d.dead != nil {
@@ -150,11 +159,24 @@ func (d *dispatch) takeRequestsLocked() error {
 	}
 	var ns []uint64
 	var payloads []eventlog.Payload
+	var decided []string
 	for _, r := range reqs {
-		if r.Data.Kind() == eventlog.KindCancelRequested {
-			ns = append(ns, r.N)
-			payloads = append(payloads, r.Data)
+		if slices.Contains(d.drops, r.N) {
+			continue
 		}
+		switch r.Data.Kind() {
+		case eventlog.KindCancelRequested:
+		case eventlog.KindApprovalGranted, eventlog.KindApprovalRejected:
+			if !d.takeDecisionLocked(r.Data, decided) {
+				d.drops = append(d.drops, r.N)
+				continue
+			}
+			decided = append(decided, decisionStep(r.Data))
+		default:
+			continue
+		}
+		ns = append(ns, r.N)
+		payloads = append(payloads, r.Data)
 	}
 	if len(ns) == 0 {
 		return nil
@@ -167,6 +189,10 @@ func (d *dispatch) takeRequestsLocked() error {
 func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Payload) error {
 	if d.dead != nil {
 		return d.dead
+	}
+	if len(d.drops) > 0 {
+		// Requests that decide nothing leave the inbox with this write.
+		ns, lazy = append(slices.Clone(ns), d.drops...), false
 	}
 	now := d.k.now()
 	events := make([]eventlog.Event, len(payloads))
@@ -188,10 +214,15 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 		return d.dead
 	}
 	d.k.appends.appended()
+	d.drops = nil
 	for _, ev := range events {
 		if err := d.apply(ev); err != nil {
 			d.dead = fmt.Errorf("sdk: execution %s: fold seq %d: %w", d.id, ev.Seq, err)
 			return d.dead
+		}
+		switch ev.Kind() {
+		case eventlog.KindApprovalGranted, eventlog.KindApprovalRejected:
+			d.foldedDecisionLocked()
 		}
 	}
 	return nil
@@ -545,27 +576,22 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		case replay.StepRetrying:
 			return d.attempts(ctx, stepID, rec.Attempts+1, rec.RetryAt, c)
 		}
-		// Started (orphaned by a dead dispatch) or cancelled.
+		// Started (orphaned by a dead dispatch), cancelled or abandoned.
 		if rec.Idempotency == eventlog.AtMostOnce {
 			return nil, d.resolveIndeterminate(stepID, c)
 		}
 		if d.exhausted(c, rec) {
 			return nil, d.giveUp(stepID, rec, c)
 		}
+		// A re-run is a live attempt: gated in a fork (DESIGN §8½).
+		if err := d.admit(ctx, stepID, c, d.inFork()); err != nil {
+			return nil, err
+		}
 		attempt = rec.Attempts + 1
 	} else if err := notStarted(ctx, c); err != nil {
 		return nil, err
-	} else if d.k.gate != nil {
-		if dec := d.decide(ctx, c); !dec.Allow {
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			err := d.appendLocked(false, &eventlog.StepDenied{StepID: stepID, StepKind: c.kind, Target: c.target, Reason: dec.Reason})
-			if err != nil {
-				return nil, err
-			}
-			d.k.tel.stepEnded(nil, c.kind, "denied", nil)
-			return nil, &DeniedError{Target: c.target, Reason: dec.Reason}
-		}
+	} else if err := d.admit(ctx, stepID, c, true); err != nil {
+		return nil, err
 	}
 	return d.attempts(ctx, stepID, attempt, time.Time{}, c)
 }
@@ -605,7 +631,8 @@ func notStarted(ctx context.Context, c call) error {
 	return nil
 }
 
-// decide asks the gate; a panicking gate denies.
+// decide asks the gate; a panicking gate denies. Approval wins over Allow
+// (DESIGN §12).
 func (d *dispatch) decide(ctx context.Context, c call) (dec policy.Decision) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -613,13 +640,18 @@ func (d *dispatch) decide(ctx context.Context, c call) (dec policy.Decision) {
 		}
 	}()
 	return d.k.gate(ctx, policy.Call{
-		Agent:  d.state.Agent,
-		Kind:   string(c.kind),
-		Target: c.target,
-		Args:   c.args,
-		InFork: !d.state.Parent.IsZero(),
+		Agent:       d.state.Agent,
+		Kind:        string(c.kind),
+		Target:      c.target,
+		Args:        c.args,
+		InFork:      d.inFork(),
+		Idempotency: string(c.idem),
 	})
 }
+
+// inFork reports whether the execution is a fork: every call it runs live
+// runs past its fork point.
+func (d *dispatch) inFork() bool { return !d.state.Parent.IsZero() }
 
 // resolveIndeterminate fails an orphaned at_most_once step without running it.
 func (d *dispatch) resolveIndeterminate(stepID string, c call) error {

@@ -85,9 +85,11 @@
 // indeterminate, whatever the body's error says. A call's first attempt
 // is gated; in a fork every retry is gated too (DESIGN §8½), and a denied
 // retry ends the step denied (step.denied after its step.failed{RetryAt}),
-// returned as a *[DeniedError] live and on replay. The re-run of an orphan
-// is not gated: its attempt is still in flight, and a denial cannot end
-// it. Child calls ([Agent.Call]) are never retried: the child is
+// returned as a *[DeniedError] live and on replay. In a fork the re-run of
+// an orphan (a safe_to_retry step started but never ended) is gated too:
+// a denied re-run first abandons the orphan's attempt (step.abandoned, so
+// that it lands and is counted like any ended attempt), then ends the
+// step denied. Child calls ([Agent.Call]) are never retried: the child is
 // found by the StepID, so a retry would find the same ended child, and the
 // re-runs of a child step after its dispatch parked are not failures.
 //
@@ -111,4 +113,34 @@
 // dispatch's end), appends dispatch.parked{WakeAt, Reason}, and Run returns
 // [ErrWaiting]; the execution is waiting, and [Kernel.Serve] runs it again
 // at WakeAt.
+//
+// # Approvals
+//
+// A gate ([WithGate]) may answer policy.Decision{Approval: true} (DESIGN
+// §12; Approval wins over Allow; policy.ApproveForkEffects asks it for every
+// at_most_once call in a fork). The kernel then appends approval.requested
+// {StepID, StepKind, Target, Args, Reason}, synced, and the call blocks: the
+// execution is waiting. [Kernel.Approvals] lists the calls that wait;
+// [Kernel.Approve] and [Kernel.Reject] decide one. A decision is a request
+// to the execution's inbox (DESIGN §8½): its running owner moves it into
+// the lineage as approval.granted or approval.rejected within 100 ms; with
+// no live owner the requester appends it itself under a fresh claim.
+// Granted, the call runs live; rejected, it ends as a denial does —
+// step.denied with Reason "approval rejected: NOTE" — and returns a
+// *[DeniedError], live and on replay. Deciding a step that awaits no
+// decision, or deciding twice, is [ErrNoPendingApproval] and writes
+// nothing.
+//
+// A wait for a decision longer than [ParkAfter] parks the dispatch
+// (dispatch.parked{Reason: approval}, no WakeAt) and costs no goroutine. A
+// decision folded while the execution is parked sets its WakeAt to the
+// decision's time, so [Kernel.Serve] runs it again — also when the
+// requester appended the decision with no owner running — and the
+// replayed call finds the decision. A recorded approval.requested is
+// awaited again after a crash, and a recorded decision is followed,
+// without asking the gate again. A fork never inherits an approval of its
+// prefix: a live call in a fork asks again, and every live attempt of a
+// fork (a retry, an orphan's re-run) is gated. A decision applies to the
+// attempt it was asked for: an approval recorded before a step's newest
+// event (an earlier attempt's) never approves a retry.
 package sdk

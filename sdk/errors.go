@@ -47,8 +47,9 @@ var ErrInvalid = eventlog.ErrInvalid
 
 // ErrWaiting is wrapped by the error of a call made after its dispatch
 // parked, and by Run's error for a dispatch that parked (DESIGN §9, §10):
-// the execution is waiting — for a child, a retry's backoff or a Sleep —
-// and Serve dispatches it again when what it waits for has happened.
+// the execution is waiting — for a child, a retry's backoff, a Sleep or an
+// approval — and Serve dispatches it again when what it waits for has
+// happened.
 var ErrWaiting = errors.New("sdk: execution is waiting")
 
 // ErrNestedStep is returned when a tool or local step is called from inside

@@ -117,11 +117,12 @@ func WithLeaseTTL(d time.Duration) Option {
 const DefaultParkAfter = time.Minute
 
 // ParkAfter sets how long a handler's wait — for a child execution
-// (Agent.Call), a retry's backoff, a Sleep — may last before the dispatch
-// parks (default DefaultParkAfter): it records dispatch.parked, the
-// execution is waiting and costs no goroutine, and Serve dispatches it
-// again once the child has ended or at the wake time; the replayed call
-// then finds the same child, runs the next attempt, or ends the sleep.
+// (Agent.Call), a retry's backoff, a Sleep, an approval — may last before
+// the dispatch parks (default DefaultParkAfter): it records
+// dispatch.parked, the execution is waiting and costs no goroutine, and
+// Serve dispatches it again once the child has ended, at the wake time, or
+// once the approval is decided; the replayed call then finds the same
+// child, runs the next attempt, ends the sleep, or follows the decision.
 func ParkAfter(d time.Duration) Option {
 	return func(k *Kernel) error {
 		if d <= 0 {

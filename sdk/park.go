@@ -30,6 +30,7 @@ func (d *dispatch) parkUntilLocked(reason eventlog.ParkReason, at time.Time) {
 // flight (the awaited child's, without CoverageReuse) cannot be captured
 // and stays uncovered.
 func (d *dispatch) parkedLocked() []eventlog.Payload {
+	d.wakeDecidedLocked()
 	payloads := d.uncoveredCapturesLocked(func(*bound) bool { return true })
 	return append(payloads, &eventlog.DispatchParked{WakeAt: d.wakeAt, Reason: d.parked})
 }

@@ -268,29 +268,12 @@ func (d *dispatch) attempts(ctx context.Context, stepID string, n uint32, retryA
 }
 
 // gateRetry asks the gate about a retry in a fork: every live attempt in
-// a fork is gated (DESIGN §8½), and a denied retry ends the step denied
-// (step.denied of the retrying step) and returns a *DeniedError. In a root
-// execution only the first attempt is gated.
+// a fork is gated (DESIGN §8½), and may need an approval (DESIGN §12); a
+// denied or rejected retry ends the step denied (step.denied of the
+// retrying step) and returns a *DeniedError. In a root execution only the
+// first attempt is gated.
 func (d *dispatch) gateRetry(ctx context.Context, stepID string, c call) error {
-	if d.k.gate == nil || d.state.Parent.IsZero() {
-		return nil
-	}
-	if err := notStarted(ctx, c); err != nil {
-		return err
-	}
-	dec := d.decide(ctx, c)
-	if dec.Allow {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.usableLocked(); err != nil {
-		return err
-	}
-	if err := d.appendLocked(false, &eventlog.StepDenied{StepID: stepID, StepKind: c.kind, Target: c.target, Reason: dec.Reason}); err != nil {
-		return err
-	}
-	return &DeniedError{Target: c.target, Reason: dec.Reason}
+	return d.admit(ctx, stepID, c, d.inFork())
 }
 
 // waitUntil waits on the kernel's clock until at, or parks the dispatch

@@ -52,6 +52,17 @@
 //	fork <id> <seq>             create a fork (fork.Create) and print its plan
 //	run <id>                    run an execution of the coder agent, such as a fork
 //	timeline <id> --html FILE   a self-contained HTML page with an SVG picture
+//	approvals [--agent A]       the calls that await an approval (DESIGN §12):
+//	                            execution, step, target and args, reason,
+//	                            requested at
+//	approve <id> <step> [--note N]
+//	reject <id> <step> [--note N]
+//	                            decide one (a unique prefix of the step id
+//	                            will do): a request its running owner records
+//	                            within 100 ms, or, with no owner running, the
+//	                            command records itself; a step that awaits no
+//	                            decision (never asked, decided already) is bad
+//	                            input (exit 2) and nothing is written
 //	diff <a> <b> [--html FILE]  compare two executions (fork.Diff): the shared
 //	                            prefix, the steps past it aligned by StepID
 //	                            (same, changed, only_a, only_b), the outcomes,
@@ -78,8 +89,10 @@
 // its "data" and "coverage" for show, {"id", "parent", "at", "plan"} for
 // fork, {"id", "status", "head", "appended", …} for run, {"execution",
 // "html", "events"} for timeline, the fork.Comparison with each
-// resource's "difference" for diff, and the demo's report (its run, both forks
-// and what differed) for demo. Recorded values that are JSON stay JSON; other text is a string;
+// resource's "difference" for diff, the demo's report (its run, both forks
+// and what differed) for demo, {"approvals": […]} for approvals, and
+// {"execution", "step", "decision", "recorded", "status"} for approve and
+// reject. Recorded values that are JSON stay JSON; other text is a string;
 // other bytes are {"base64": …}.
 //
 // A scan of a lineage shows a progress line on stderr every 10,000 events

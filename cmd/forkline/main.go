@@ -41,6 +41,13 @@ Commands:
                             children each started (marked child, ─▸)
   cancel <id> [--reason R]  cancel an execution: at once when nobody runs it,
                             else by its owner within 100 ms
+  approvals [--agent A]     the calls that await an approval: execution,
+                            step, target, reason, requested at
+  approve <id> <step> [--note N]
+                            grant the approval a step awaits (a step id
+                            prefix will do): the call runs
+  reject <id> <step> [--note N]
+                            refuse it: the call returns ErrDenied
   delete <id>               delete an execution; its forks keep reading the
                             part of it they inherited
   gc --older-than D [--status S,…] [--grace G] [--dry-run]
@@ -150,6 +157,7 @@ func commands() []*command {
 	var htmlFile, diffHTML string
 	serveAddr := defaultAddr
 	var lsStatus, lsAgent, cancelReason, checkAgent string
+	var approvalsAgent, approveNote, rejectNote string
 	var gcStatus, gcOlder string
 	var gcDry bool
 	var gcGrace time.Duration
@@ -184,6 +192,15 @@ func commands() []*command {
 				fs.StringVar(&cancelReason, "reason", "cancelled from the command line", "the reason recorded")
 			},
 			run: func(e *env, pos []string) error { return cmdCancel(e, pos[0], cancelReason) }},
+		{name: "approvals", short: "the calls that await an approval",
+			flags: func(fs *flag.FlagSet) { fs.StringVar(&approvalsAgent, "agent", "", "only this agent's executions") },
+			run:   func(e *env, _ []string) error { return cmdApprovals(e, approvalsAgent) }},
+		{name: "approve", args: "<id> <step>", short: "grant the approval a step awaits", minPos: 2, maxPos: 2,
+			flags: func(fs *flag.FlagSet) { fs.StringVar(&approveNote, "note", "", "the note recorded with the decision") },
+			run:   func(e *env, pos []string) error { return cmdDecide(e, true, pos[0], pos[1], approveNote) }},
+		{name: "reject", args: "<id> <step>", short: "refuse the approval a step awaits", minPos: 2, maxPos: 2,
+			flags: func(fs *flag.FlagSet) { fs.StringVar(&rejectNote, "note", "", "the note recorded with the decision") },
+			run:   func(e *env, pos []string) error { return cmdDecide(e, false, pos[0], pos[1], rejectNote) }},
 		{name: "delete", args: "<id>", short: "delete an execution (its forks keep what they read)", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdDelete(e, pos[0]) }},
 		{name: "gc", short: "delete ended executions older than an age",

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/sdk"
+)
+
+// approvalRow is one awaited approval as approvals --json prints it.
+type approvalRow struct {
+	Execution   string `json:"execution"`
+	Agent       string `json:"agent"`
+	Step        string `json:"step"`
+	Kind        string `json:"kind"`
+	Target      string `json:"target"`
+	Args        string `json:"args"`
+	Reason      string `json:"reason"`
+	Seq         uint64 `json:"seq"`
+	RequestedAt string `json:"requested_at"`
+}
+
+// cmdApprovals lists the calls that await a decision (DESIGN §12).
+func cmdApprovals(e *env, agent string) error {
+	return withReadLog(e, func(s eventlog.IndexedLog) error {
+		k, err := sdk.New(s)
+		if err != nil {
+			return err
+		}
+		list, err := k.Approvals(e.ctx, sdk.Filter{Agent: agent})
+		if err != nil {
+			return err
+		}
+		rows := make([]approvalRow, 0, len(list))
+		for _, a := range list {
+			rows = append(rows, approvalRow{
+				Execution: a.Execution.String(), Agent: a.Agent, Step: a.StepID, Kind: string(a.StepKind),
+				Target: a.Target, Args: string(a.Args), Reason: a.Reason, Seq: a.RequestedAt, RequestedAt: timeText(a.Time),
+			})
+		}
+		if e.opts.json {
+			return writeJSON(e.stdout, map[string]any{"approvals": rows})
+		}
+		if len(rows) == 0 {
+			fmt.Fprintf(e.stdout, "no call in %s awaits an approval\n", e.opts.where())
+			return nil
+		}
+		tw := newTable(e.stdout)
+		fmt.Fprintln(tw, "EXECUTION\tSTEP\tTARGET\tREASON\tREQUESTED AT")
+		for _, r := range rows {
+			target := r.Kind + " " + r.Target
+			if r.Args != "" {
+				target += " " + clip(oneLine(r.Args), 40)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (seq %d)\n", r.Execution, r.Step, target, clip(oneLine(r.Reason), 60), r.RequestedAt, r.Seq)
+		}
+		return tw.Flush()
+	})
+}
+
+// cmdDecide grants (approve) or refuses (reject) the approval that a step
+// of an execution awaits. The step may be given by a unique prefix of its
+// ID among the execution's awaited approvals.
+func cmdDecide(e *env, approve bool, prefix, step, note string) error {
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
+	return withLog(e, func(s logStore) error {
+		info, err := resolve(e, s, prefix)
+		if err != nil {
+			return err
+		}
+		k, err := sdk.New(s)
+		if err != nil {
+			return err
+		}
+		stepID, err := resolveStep(e, k, info.ID, verb, step)
+		if err != nil {
+			return err
+		}
+		if approve {
+			err = k.Approve(e.ctx, info.ID, stepID, note)
+		} else {
+			err = k.Reject(e.ctx, info.ID, stepID, note)
+		}
+		if errors.Is(err, sdk.ErrNoPendingApproval) {
+			return &inputError{err}
+		}
+		if err != nil {
+			return err
+		}
+		after, err := s.Info(e.ctx, info.ID)
+		if err != nil {
+			return err
+		}
+		decided := "approved"
+		if !approve {
+			decided = "rejected"
+		}
+		recorded := after.Head > info.Head
+		if e.opts.json {
+			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "step": stepID,
+				"decision": decided, "recorded": recorded, "status": after.Status.String()})
+		}
+		if recorded {
+			fmt.Fprintf(e.stdout, "%s: step %s %s (recorded at seq %d)\n", info.ID, stepID, decided, after.Head)
+		} else {
+			fmt.Fprintf(e.stdout, "%s: step %s %s; its owner records it\n", info.ID, stepID, decided)
+		}
+		return nil
+	})
+}
+
+// resolveStep returns the StepID of execution id's awaited approval whose
+// ID starts with step; a step matching none is passed on as given, for
+// Approve or Reject to say why it awaits nothing.
+func resolveStep(e *env, k *sdk.Kernel, id eventlog.ID, verb, step string) (string, error) {
+	want := strings.ToLower(step)
+	if want == "" {
+		return "", inputErrorf("%s: empty step id", verb)
+	}
+	list, err := k.AwaitedApprovals(e.ctx, id)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, a := range list {
+		if strings.HasPrefix(a.StepID, want) {
+			found = append(found, a.StepID)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return step, nil
+	case 1:
+		return found[0], nil
+	}
+	return "", inputErrorf("%s: ambiguous step prefix %q: %d awaited approvals of %s match; give more digits", verb, step, len(found), id)
+}

@@ -1,0 +1,385 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/replay"
+)
+
+// Approvals (DESIGN §12). A gate that answers policy.Decision{Approval:
+// true} makes the kernel append approval.requested (synced) instead of
+// running the call: the execution is waiting and the call blocks until
+// someone decides with Kernel.Approve or Kernel.Reject. Those are inbox
+// requests (DESIGN §8½) that the owner moves into the lineage as
+// approval.granted or approval.rejected; with no live owner the requester
+// appends the decision itself, and the decision wakes a parked execution
+// (its WakeAt becomes the decision's time, eventlog.StatusState), so Serve
+// runs it again. A granted call runs live; a rejected one ends as a denied
+// call does — step.denied with the rejection as its reason, and a
+// *DeniedError (ErrDenied) for the caller, live and on replay.
+//
+// Nothing is asked twice: a recorded approval.requested is awaited again
+// on replay (after a crash, or when Serve runs a parked execution), and a
+// recorded decision is followed, whatever the gate would say now. A fork
+// never inherits an approval of its prefix, and every live attempt in a
+// fork — its retries, the re-run of an orphan — is gated again.
+
+// ErrNoPendingApproval is wrapped by the error of Approve or Reject for a
+// step that awaits no decision: none was requested by this execution's
+// run, or it was decided already (in the log, or by a request waiting in
+// the inbox), or the execution ended. Nothing is written.
+var ErrNoPendingApproval = errors.New("sdk: no approval awaits a decision")
+
+// PendingApproval is a call that awaits a decision (Kernel.Approvals).
+type PendingApproval struct {
+	Execution   eventlog.ID
+	Agent       string
+	StepID      string
+	StepKind    eventlog.StepKind
+	Target      string
+	Args        []byte    // the call's canonical args
+	Reason      string    // the gate's reason for asking
+	RequestedAt uint64    // seq of the approval.requested
+	Time        time.Time // when it was requested
+}
+
+// Approve grants the approval that step stepID of execution id awaits
+// (DESIGN §12): the call runs live. The decision is a request (DESIGN
+// §8½): the execution's owner records approval.granted{By, Note} within
+// 100 ms while it runs; with no live owner this call records it, and
+// Serve runs the execution again. A step that awaits no decision —
+// never asked, decided already, or of an ended execution — is an error
+// wrapping ErrNoPendingApproval, and nothing is written; an unknown
+// execution is ErrNotFound.
+func (k *Kernel) Approve(ctx context.Context, id eventlog.ID, stepID, note string) error {
+	return k.decideApproval(ctx, id, &eventlog.ApprovalGranted{StepID: stepID, By: k.owner, Note: note})
+}
+
+// Reject refuses the approval that step stepID of execution id awaits
+// (DESIGN §12): the call returns an error wrapping ErrDenied whose reason
+// carries note, and never runs. It is recorded and refused as Approve is.
+func (k *Kernel) Reject(ctx context.Context, id eventlog.ID, stepID, note string) error {
+	return k.decideApproval(ctx, id, &eventlog.ApprovalRejected{StepID: stepID, By: k.owner, Note: note})
+}
+
+// decideApproval checks that p decides an awaited approval and requests
+// it; with no live owner it settles the request at once.
+func (k *Kernel) decideApproval(ctx context.Context, id eventlog.ID, p eventlog.Payload) error {
+	stepID := decisionStep(p)
+	verb := "approve"
+	if p.Kind() == eventlog.KindApprovalRejected {
+		verb = "reject"
+	}
+	if stepID == "" {
+		return fmt.Errorf("%w: %s step of %s: empty step ID", ErrInvalid, verb, id)
+	}
+	inbox, ok := k.log.(eventlog.Inbox)
+	if !ok {
+		return fmt.Errorf("%w: the log keeps no inbox (eventlog.Inbox): %s needs one", ErrInvalid, verb)
+	}
+	info, err := k.log.Info(ctx, id)
+	if err != nil {
+		return err
+	}
+	if info.Status.Terminal() {
+		return fmt.Errorf("sdk: %s step %s of %s: the execution ended (%s): %w", verb, stepID, id, info.Status, ErrNoPendingApproval)
+	}
+	st, err := replay.Fold(k.log.Events(ctx, id, 1))
+	if err != nil {
+		return fmt.Errorf("sdk: %s step %s of %s: %w", verb, stepID, id, err)
+	}
+	a, ok := st.Approval(stepID)
+	switch {
+	case !ok:
+		return fmt.Errorf("sdk: %s step %s of %s: no approval of it was requested: %w", verb, stepID, id, ErrNoPendingApproval)
+	case !a.Own:
+		return fmt.Errorf("sdk: %s step %s of %s: its approval was requested at seq %d, before the fork point %d; a fork asks again: %w",
+			verb, stepID, id, a.RequestedAt, st.ForkAt, ErrNoPendingApproval)
+	case a.Decision != "":
+		return fmt.Errorf("sdk: %s step %s of %s: it was %s at seq %d already: %w", verb, stepID, id, a.Decision, a.DecidedAt, ErrNoPendingApproval)
+	}
+	reqs, err := inbox.Requests(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if decisionStep(r.Data) == stepID {
+			return fmt.Errorf("sdk: %s step %s of %s: a decision (%s) awaits its owner already: %w",
+				verb, stepID, id, r.Data.Kind(), ErrNoPendingApproval)
+		}
+	}
+	if _, err := inbox.Request(ctx, id, p, k.now()); err != nil {
+		return fmt.Errorf("sdk: %s step %s of %s: %w", verb, stepID, id, err)
+	}
+	if err := k.settle(ctx, id); err != nil {
+		return err
+	}
+	k.notify()
+	return nil
+}
+
+// decisionStep returns the StepID an approval decision decides; "" for any
+// other payload.
+func decisionStep(p eventlog.Payload) string {
+	switch p := p.(type) {
+	case *eventlog.ApprovalGranted:
+		return p.StepID
+	case *eventlog.ApprovalRejected:
+		return p.StepID
+	}
+	return ""
+}
+
+// Approvals returns the calls that await a decision, of the executions f
+// selects (f.Status is ignored: only waiting executions await one), in
+// execution order and, within one, by StepID.
+func (k *Kernel) Approvals(ctx context.Context, f Filter) ([]PendingApproval, error) {
+	f.Status = []eventlog.Status{eventlog.StatusWaiting}
+	infos, err := k.List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	var out []PendingApproval
+	for _, info := range infos {
+		some, err := k.awaited(ctx, info)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, some...)
+	}
+	return out, nil
+}
+
+// AwaitedApprovals returns the calls of execution id that await a
+// decision, by StepID; none when it is not waiting. An unknown id is
+// ErrNotFound.
+func (k *Kernel) AwaitedApprovals(ctx context.Context, id eventlog.ID) ([]PendingApproval, error) {
+	info, err := k.log.Info(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if info.Status != eventlog.StatusWaiting {
+		return nil, nil
+	}
+	return k.awaited(ctx, info)
+}
+
+// awaited folds info's lineage for the approvals it awaits.
+func (k *Kernel) awaited(ctx context.Context, info eventlog.Info) ([]PendingApproval, error) {
+	st, err := replay.Fold(k.log.Events(ctx, info.ID, 1))
+	if err != nil {
+		return nil, fmt.Errorf("sdk: approvals of %s: %w", info.ID, err)
+	}
+	var out []PendingApproval
+	for _, stepID := range st.Awaited() {
+		a, _ := st.Approval(stepID)
+		at, err := k.eventTime(ctx, info.ID, a.RequestedAt)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, PendingApproval{
+			Execution: info.ID, Agent: info.Agent, StepID: a.StepID, StepKind: a.StepKind, Target: a.Target,
+			Args: a.Args, Reason: a.Reason, RequestedAt: a.RequestedAt, Time: at,
+		})
+	}
+	return out, nil
+}
+
+// eventTime returns the Time of event seq of id.
+func (k *Kernel) eventTime(ctx context.Context, id eventlog.ID, seq uint64) (time.Time, error) {
+	for ev, err := range k.log.Events(ctx, id, seq) {
+		if err != nil {
+			return time.Time{}, err
+		}
+		return ev.Time, nil
+	}
+	return time.Time{}, fmt.Errorf("sdk: execution %s has no event %d: %w", id, seq, eventlog.ErrNotFound)
+}
+
+// takeDecisionLocked says whether the inbox's decision p is to be moved
+// into the lineage: it decides an approval this run awaits, and no earlier
+// request of the same take decided it (taken lists those). A decision
+// that awaits nothing (a second one that raced the first past Approve's
+// checks) is removed from the inbox without an event.
+func (d *dispatch) takeDecisionLocked(p eventlog.Payload, taken []string) bool {
+	stepID := decisionStep(p)
+	a, ok := d.state.Approval(stepID)
+	return ok && a.Pending() && !slices.Contains(taken, stepID)
+}
+
+// decidedLocked returns a channel closed when the next approval decision
+// is folded into the dispatch's state.
+func (d *dispatch) decidedLocked() <-chan struct{} {
+	if d.decided == nil {
+		d.decided = make(chan struct{})
+	}
+	return d.decided
+}
+
+// foldedDecisionLocked wakes the calls that await a decision.
+func (d *dispatch) foldedDecisionLocked() {
+	if d.decided != nil {
+		close(d.decided)
+		d.decided = nil
+	}
+}
+
+// approvalForLocked returns the recorded approval that applies to the
+// next live attempt of step stepID: requested by this run (after the
+// lineage's newest fork.created) and after the step's newest event, so
+// that an approval of an earlier attempt never approves a retry or a
+// re-run that the gate asks about again.
+func (d *dispatch) approvalForLocked(stepID string) (replay.Approval, bool) {
+	a, ok := d.state.Approval(stepID)
+	if !ok || !a.Own {
+		return replay.Approval{}, false
+	}
+	if st, ok := d.state.Step(stepID); ok && a.RequestedAt < max(st.StartedAt, st.EndedAt) {
+		return replay.Approval{}, false
+	}
+	return a, true
+}
+
+// admit decides whether the next live attempt of c (step stepID) runs
+// (DESIGN §7, §12): it follows a recorded approval of the attempt, else
+// asks the gate when gated says this attempt is gated. It returns nil when
+// the attempt may run; otherwise the recorded denial (a *DeniedError), or
+// an error wrapping ErrWaiting when the dispatch parks waiting for a
+// decision, or ctx's error.
+func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool) error {
+	d.mu.Lock()
+	a, ok := d.approvalForLocked(stepID)
+	d.mu.Unlock()
+	if !ok {
+		if !gated || d.k.gate == nil {
+			return nil
+		}
+		if err := notStarted(ctx, c); err != nil {
+			return err
+		}
+		dec := d.decide(ctx, c)
+		switch {
+		case dec.Approval:
+			var err error
+			if a, err = d.requestApproval(stepID, c, dec.Reason); err != nil {
+				return err
+			}
+		case dec.Allow:
+			return nil
+		default:
+			return d.deny(stepID, c, dec.Reason)
+		}
+	}
+	if a.Decision == "" {
+		var err error
+		if a, err = d.awaitDecision(ctx, stepID, c); err != nil {
+			return err
+		}
+	}
+	if a.Decision == replay.ApprovalGranted {
+		return nil
+	}
+	reason := "approval rejected"
+	if a.Note != "" {
+		reason += ": " + a.Note
+	}
+	return d.deny(stepID, c, reason)
+}
+
+// requestApproval appends approval.requested for c: the execution is
+// waiting.
+func (d *dispatch) requestApproval(stepID string, c call, reason string) (replay.Approval, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usableLocked(); err != nil {
+		return replay.Approval{}, err
+	}
+	err := d.appendLocked(false, &eventlog.ApprovalRequested{
+		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args, Reason: reason,
+	})
+	if err != nil {
+		return replay.Approval{}, err
+	}
+	d.k.logger.Info("forkline: approval requested", "execution", d.id.String(), "step", stepID,
+		"kind", string(c.kind), "target", c.target, "reason", reason)
+	a, _ := d.state.Approval(stepID)
+	return a, nil
+}
+
+// awaitDecision waits until the approval of step stepID is decided and
+// returns it. Past ParkAfter the dispatch parks (ParkApproval) and it
+// returns an error wrapping ErrWaiting; when ctx ends first, ctx's error.
+// Nothing is appended.
+func (d *dispatch) awaitDecision(ctx context.Context, stepID string, c call) (replay.Approval, error) {
+	park := d.k.clock.After(d.k.parkAfter)
+	for {
+		d.mu.Lock()
+		if a, _ := d.state.Approval(stepID); a.Decision != "" {
+			d.mu.Unlock()
+			return a, nil
+		}
+		if err := d.usableLocked(); err != nil {
+			if d.parked != "" {
+				d.awaiting = append(d.awaiting, stepID)
+			}
+			d.mu.Unlock()
+			return replay.Approval{}, err
+		}
+		decided := d.decidedLocked()
+		d.mu.Unlock()
+		select {
+		case <-decided:
+		case <-park:
+			d.mu.Lock()
+			d.parkUntilLocked(eventlog.ParkApproval, time.Time{})
+			d.awaiting = append(d.awaiting, stepID)
+			d.mu.Unlock()
+			return replay.Approval{}, fmt.Errorf("sdk: %s %q: approval of step %s: %w", c.kind, c.target, stepID, ErrWaiting)
+		case <-ctx.Done():
+			return replay.Approval{}, fmt.Errorf("sdk: %s %q: wait for approval cancelled: %w", c.kind, c.target, context.Cause(ctx))
+		}
+	}
+}
+
+// deny records that c (step stepID) does not run: step.denied with
+// reason. The re-run of an orphan (started or cancelled on an earlier
+// dispatch) first abandons the orphan's attempt (DESIGN §15: it lands and
+// is counted, with any capture that makes due), so that the step ends
+// denied.
+func (d *dispatch) deny(stepID string, c call, reason string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usableLocked(); err != nil {
+		return err
+	}
+	var payloads []eventlog.Payload
+	if st, ok := d.state.Step(stepID); ok && (st.Status == replay.StepStarted || st.Status == replay.StepCancelled) {
+		payloads = append(payloads, &eventlog.StepAbandoned{StepID: stepID})
+		payloads = append(payloads, d.dueCapturesLocked(stepID, c)...)
+	}
+	payloads = append(payloads, &eventlog.StepDenied{StepID: stepID, StepKind: c.kind, Target: c.target, Reason: reason})
+	if err := d.appendLocked(false, payloads...); err != nil {
+		return err
+	}
+	d.logCaptures(payloads[:len(payloads)-1])
+	d.k.tel.stepEnded(nil, c.kind, "denied", nil)
+	return &DeniedError{Target: c.target, Reason: reason}
+}
+
+// wakeDecidedLocked makes a parking dispatch wake at once when a call
+// parked waiting for a decision that has arrived since (the owner took it
+// after the call gave up): its dispatch.parked would otherwise follow the
+// decision, and nothing would wake it.
+func (d *dispatch) wakeDecidedLocked() {
+	for _, stepID := range d.awaiting {
+		if a, ok := d.state.Approval(stepID); ok && !a.Pending() {
+			d.parkUntilLocked(eventlog.ParkApproval, d.k.now())
+			return
+		}
+	}
+}
