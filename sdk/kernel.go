@@ -9,6 +9,7 @@ import (
 	"iter"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -87,7 +88,16 @@ const DefaultLeaseTTL = 30 * time.Second
 
 // WithOwner names the kernel in the store's leases: two kernels on one store
 // (in one process, or on many hosts) must have different names. The default
-// is the host name, the process ID and a random suffix.
+// is the host name, the process ID and a random suffix — except for a kernel
+// Open makes on a Pebble folder, named [LocalOwner] of that folder.
+//
+// The name is also what DESIGN §11's rule for resources that are not
+// portable (driver.Portable) goes by: only the owner that bound a dirfs
+// workspace or a sqlitedb database reopens it; a new owner binds anew from
+// the checkpoint covering the head, or fails the execution with
+// resource_unavailable. A worker that should resume its own executions
+// after a restart, with its workspaces as it left them, keeps its name
+// across restarts.
 func WithOwner(name string) Option {
 	return func(k *Kernel) error {
 		if name == "" {
@@ -133,6 +143,24 @@ func ParkAfter(d time.Duration) Option {
 	}
 }
 
+// LocalOwner is the owner name of the one kernel that holds the Pebble log
+// in folder dir: the host name and the folder's absolute path. Pebble lets
+// one process at a time open a log, so a process restarted after a crash on
+// the same folder is the same owner, and reopens the workspaces it bound
+// (DESIGN §11) as Part I's recovery does. Open names its kernel so; a
+// program that opens the store itself and calls New passes
+// WithOwner(LocalOwner(dir)) to get the same.
+func LocalOwner(dir string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return host + ":" + dir
+}
+
 // defaultOwner names a kernel uniquely: host, process and a random suffix.
 func defaultOwner() string {
 	host, err := os.Hostname()
@@ -152,6 +180,9 @@ func Open(dir string, opts ...Option) (*Kernel, error) {
 	store, err := OpenLog(context.Background(), dir)
 	if err != nil {
 		return nil, err
+	}
+	if dir != "" && !IsPostgresURL(dir) {
+		opts = append([]Option{WithOwner(LocalOwner(dir))}, opts...)
 	}
 	k, err := New(store, opts...)
 	if err != nil {

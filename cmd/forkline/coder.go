@@ -101,6 +101,17 @@ func modelFor(l *lineage) (*model, error) {
 	return &model{Model: coder.Model{Name: coder.ScriptedName, BaseURL: base, APIKey: "scripted"}, scripted: true, stop: stop}, nil
 }
 
+// ownerOptions names the kernel of a command that runs executions: on a
+// data folder, sdk.LocalOwner of its log, so that a run resumed after a
+// crash is the same owner and reopens its workspace (DESIGN §11); on
+// Postgres the default, one owner per process.
+func ownerOptions(e *env) []sdk.Option {
+	if e.opts.db != "" {
+		return nil
+	}
+	return []sdk.Option{sdk.WithOwner(sdk.LocalOwner(logDir(e.opts.dir)))}
+}
+
 // coderKernel is a kernel on the data folder's log with the coder agent
 // registered on a dirfs store.
 type coderKernel struct {
@@ -109,8 +120,8 @@ type coderKernel struct {
 	drv   *dirfs.Driver // for reading workspaces and restoring checkpoints
 }
 
-func openCoderKernel(log logStore, dirfsStore string, blobs blob.Store, m *model) (*coderKernel, error) {
-	k, err := sdk.New(log)
+func openCoderKernel(log logStore, dirfsStore string, blobs blob.Store, m *model, opts ...sdk.Option) (*coderKernel, error) {
+	k, err := sdk.New(log, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func cmdDemo(e *env, task string) error {
 		return err
 	}
 	defer closeBlobs()
-	ck, err := openCoderKernel(store, dirfsStore, blobs, m)
+	ck, err := openCoderKernel(store, dirfsStore, blobs, m, ownerOptions(e)...)
 	if err != nil {
 		return err
 	}

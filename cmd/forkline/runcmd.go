@@ -41,7 +41,7 @@ func cmdRun(e *env, idArg string) error {
 			return err
 		}
 		defer closeBlobs()
-		ck, err := openCoderKernel(s, dirfsStore, blobs, m)
+		ck, err := openCoderKernel(s, dirfsStore, blobs, m, ownerOptions(e)...)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,79 @@
+package sdk_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/sdk"
+)
+
+// owners returns the Owner of every dispatch.started of id's lineage.
+func owners(t *testing.T, k *sdk.Kernel, id eventlog.ID) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range events(t, k, id) {
+		if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			out = append(out, ds.Owner)
+		}
+	}
+	return out
+}
+
+// A kernel Open makes on a Pebble folder is named LocalOwner of the folder,
+// so the process that opens the folder again after a crash is the same
+// owner and reopens its own bindings (DESIGN §11); one in memory keeps a
+// unique name, and WithOwner still wins.
+func TestOpenNamesLocalOwner(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "log")
+	run := func(opts ...sdk.Option) (eventlog.ID, []string) {
+		k, err := sdk.Open(dir, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		if _, err := sdk.Register(k, "a", func(context.Context, none) (string, error) { return "ok", nil }); err != nil {
+			t.Fatal(err)
+		}
+		id, err := k.Start(ctx, "a", none{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Run(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		return id, owners(t, k, id)
+	}
+	want := sdk.LocalOwner(dir)
+	if abs, _ := filepath.Abs(dir); want == "" || want[len(want)-len(abs):] != abs {
+		t.Fatalf("LocalOwner(%q) = %q, want it to end with the folder's absolute path", dir, want)
+	}
+	for range 2 { // a second Open of the folder is the same owner
+		if _, got := run(); len(got) != 1 || got[0] != want {
+			t.Fatalf("dispatch owners %q, want [%q]", got, want)
+		}
+	}
+	if _, got := run(sdk.WithOwner("w1")); len(got) != 1 || got[0] != "w1" {
+		t.Fatalf("with WithOwner: dispatch owners %q, want [w1]", got)
+	}
+	mem, err := sdk.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if _, err := sdk.Register(mem, "a", func(context.Context, none) (string, error) { return "ok", nil }); err != nil {
+		t.Fatal(err)
+	}
+	id, err := mem.Start(ctx, "a", none{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := owners(t, mem, id); len(got) != 1 || got[0] == "" || got[0] == sdk.LocalOwner("") {
+		t.Fatalf("in memory: dispatch owners %q, want one unique name", got)
+	}
+}
