@@ -26,6 +26,16 @@
 //     by the driver given with [WithDiffer] ([DiffResources]). A fork's
 //     page links to its diff against its parent. [WriteDiff] writes the
 //     same page as a file (`forkline diff --html`).
+//   - /approvals lists the calls that await a person's decision
+//     (Kernel.Approvals, DESIGN §12), linked from the list; a waiting
+//     execution's page lists its own. Each has an approve and a reject
+//     form: POST /e/{id}/approve or /e/{id}/reject with step=StepID and an
+//     optional note requests the decision (Kernel.Approve, Kernel.Reject)
+//     and redirects to the execution's page; a step that awaits no
+//     decision is 409 and nothing is written.
+//
+// The forms that write (fork, approve, reject) refuse requests that a
+// browser marks as coming from another site (http.CrossOriginProtection).
 //
 // # JSON API
 //

@@ -23,6 +23,7 @@ var pageFS embed.FS
 
 var pageTmpl = template.Must(template.New("page.html.tmpl").Funcs(template.FuncMap{
 	"timeText": timeText,
+	"pending":  pendingRows,
 }).ParseFS(pageFS, "page.html.tmpl"))
 
 // Handler serves the pages of the executions of k (see the package doc).
@@ -39,8 +40,13 @@ func Handler(k *sdk.Kernel, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /e/{id}/fork", s.forkPreview)
 	mux.HandleFunc("POST /e/{id}/fork", s.fork)
 	mux.HandleFunc("GET /diff", s.diff)
+	mux.HandleFunc("GET /approvals", s.approvals)
+	mux.HandleFunc("POST /e/{id}/approve", s.decide(true))
+	mux.HandleFunc("POST /e/{id}/reject", s.decide(false))
 	s.api(mux)
-	return mux
+	// The forms that fork and decide approvals change the log: refuse
+	// their requests from other sites' pages.
+	return http.NewCrossOriginProtection().Handler(mux)
 }
 
 type server struct {
@@ -127,7 +133,8 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 type executionPage struct {
 	Title    string
 	Info     eventlog.Info
-	Parents  []eventlog.Info // the fork chain up to the root, nearest first
+	Pending  []sdk.PendingApproval // calls that await a decision
+	Parents  []eventlog.Info       // the fork chain up to the root, nearest first
 	Forks    []eventlog.Info
 	Children []eventlog.Info
 }
@@ -155,6 +162,12 @@ func (s *server) execution(w http.ResponseWriter, r *http.Request) {
 	if page.Children, err = s.k.List(ctx, sdk.Filter{Caller: info.ID}); err != nil {
 		fail(w, err)
 		return
+	}
+	if info.Status == eventlog.StatusWaiting {
+		if page.Pending, err = s.k.AwaitedApprovals(ctx, info.ID); err != nil {
+			fail(w, err)
+			return
+		}
 	}
 	render(w, "execution", page)
 }
