@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,7 +264,7 @@ func checkServed(t *testing.T, store eventlog.Log, lineages map[eventlog.ID][]ev
 			t.Fatal(err)
 		}
 		if info.Status != eventlog.StatusCompleted {
-			t.Errorf("execution %s (%s, key %q) ended %s, want completed", id, created.Agent, created.Key, info.Status)
+			t.Errorf("execution %s (%s, key %q) ended %s, want completed; %s", id, created.Agent, created.Key, info.Status, describeEnd(evs))
 		}
 		if !info.Caller.IsZero() {
 			continue // a child: its caller's test checks it
@@ -588,4 +589,24 @@ func runSecondServer(t *testing.T, first, second childConfig) (childRun, *pebble
 	after := decodeAll(t, store)
 	checkAcks(t, after, second.Acks)
 	return run2, store, after
+}
+
+// describeEnd says how a lineage ended, for a failure message: its failure
+// code and error, and the kinds of its last events with the owner of each
+// dispatch.started.
+func describeEnd(evs []eventlog.Event) string {
+	var b strings.Builder
+	if len(evs) > 0 {
+		if p, ok := evs[len(evs)-1].Data.(*eventlog.ExecutionFailed); ok {
+			fmt.Fprintf(&b, "code %s: %s; ", p.Code, p.Error)
+		}
+	}
+	b.WriteString("last events:")
+	for _, ev := range evs[max(0, len(evs)-12):] {
+		fmt.Fprintf(&b, " %d:%s", ev.Seq, ev.Kind())
+		if p, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			fmt.Fprintf(&b, "(%s)", p.Owner)
+		}
+	}
+	return b.String()
 }
