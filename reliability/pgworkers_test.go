@@ -291,6 +291,9 @@ func (h *harness) pgConfigs(t *testing.T, dir, url string, n int) []childConfig 
 		cfg.Postgres = url
 		cfg.Owner = fmt.Sprintf("w%d", i)
 		cfg.LeaseTTL = pgLeaseTTL
+		// Every write is captured, so that an execution taken over
+		// between steps has a covered head to bind anew from (DESIGN §11).
+		cfg.EverySteps = 1
 		cfgs[i] = cfg
 	}
 	return cfgs
