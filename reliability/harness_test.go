@@ -99,6 +99,10 @@ type childConfig struct {
 	// EverySteps, when n > 0, is the coder workspace's checkpoint policy
 	// (sdk.EverySteps(n)) instead of the coder's default of 5.
 	EverySteps int
+	// CoverageReuse sets dirfs.Config.CoverageReuse: every change to the
+	// workspace goes through write_file, which declares it (sdk.Affects),
+	// so steps that declare nothing leave the workspace covered.
+	CoverageReuse bool
 }
 
 // The child's progress markers, one per line on its standard output.
@@ -428,7 +432,7 @@ func newAgentEnv(cfg childConfig, mark func(string), noSync bool) *agentEnv {
 		mark = func(string) {}
 	}
 	return &agentEnv{
-		store:    dirfs.Config{Store: cfg.Store, Template: cfg.Template, NoSync: noSync},
+		store:    dirfs.Config{Store: cfg.Store, Template: cfg.Template, NoSync: noSync, CoverageReuse: cfg.CoverageReuse},
 		model:    coder.Model{Name: coder.ScriptedName, BaseURL: cfg.ModelURL, APIKey: "reliability"},
 		effects:  cfg.Effects,
 		mark:     mark,

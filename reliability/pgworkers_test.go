@@ -291,9 +291,15 @@ func (h *harness) pgConfigs(t *testing.T, dir, url string, n int) []childConfig 
 		cfg.Postgres = url
 		cfg.Owner = fmt.Sprintf("w%d", i)
 		cfg.LeaseTTL = pgLeaseTTL
-		// Every write is captured, so that an execution taken over
-		// between steps has a covered head to bind anew from (DESIGN §11).
+		// What a user following DESIGN §11 writes for workers that take
+		// each other's executions over: every write is captured
+		// (EverySteps(1)), and the workspace declares that only the
+		// steps that say so (write_file, sdk.Affects) change it
+		// (CoverageReuse), so model calls, reads and publishes leave it
+		// covered. A new owner then finds the head covered, and binds
+		// anew from the shared store, everywhere but inside a write.
 		cfg.EverySteps = 1
+		cfg.CoverageReuse = true
 		cfgs[i] = cfg
 	}
 	return cfgs

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
@@ -601,11 +602,27 @@ func describeEnd(evs []eventlog.Event) string {
 			fmt.Fprintf(&b, "code %s: %s; ", p.Code, p.Error)
 		}
 	}
+	f := coverage.New()
+	for _, ev := range evs {
+		if err := f.Apply(ev); err != nil {
+			fmt.Fprintf(&b, "fold: %v; ", err)
+			break
+		}
+		if _, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			pt, err := f.Point(ev.Seq)
+			fmt.Fprintf(&b, "coverage at dispatch.started %d: %+v %v; ", ev.Seq, pt, err)
+		}
+	}
 	b.WriteString("last events:")
-	for _, ev := range evs[max(0, len(evs)-12):] {
+	for _, ev := range evs[max(0, len(evs)-100):] {
 		fmt.Fprintf(&b, " %d:%s", ev.Seq, ev.Kind())
-		if p, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+		switch p := ev.Data.(type) {
+		case *eventlog.DispatchStarted:
 			fmt.Fprintf(&b, "(%s)", p.Owner)
+		case *eventlog.StepStarted:
+			fmt.Fprintf(&b, "(%s %s %v)", p.StepID, p.Target, p.Resources)
+		case *eventlog.StepSucceeded:
+			fmt.Fprintf(&b, "(%s)", p.StepID)
 		}
 	}
 	return b.String()
