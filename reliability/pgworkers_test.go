@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pgstore"
@@ -190,7 +191,7 @@ func (h *harness) pgKillAndStop(t *testing.T, n int, exp *expectation, rng *rand
 	t.Logf("worker 1 after SIGCONT: %d appends refused (ErrLeaseLost), %d lease renewals found lost",
 		ws[1].count(markAppendRefused), ws[1].count(markLeaseLost))
 
-	lineages := h.pgCheck(t, store, cfgs, n, exp)
+	lineages := h.pgCheck(t, store, cfgs, n, exp, false)
 	// The stalled body went on and made its effect once; its step, taken
 	// over, is resolved as indeterminate, never as a success, and never
 	// ran again.
@@ -265,7 +266,7 @@ func (h *harness) pgRestart(t *testing.T, n int, exp *expectation, rng *rand.Ran
 		}
 		t.Logf("worker %d reported the outage %d times", i, w.count(markOutage))
 	}
-	h.pgCheck(t, store, cfgs, n, exp)
+	h.pgCheck(t, store, cfgs, n, exp, true)
 }
 
 // pgConfigs returns the configurations of the workers of one case: one
@@ -305,8 +306,11 @@ func (h *harness) pgConfigs(t *testing.T, dir, url string, n int) []childConfig 
 	return cfgs
 }
 
-// pgCheck checks the log the workers of cfgs left, and returns it.
-func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig, n int, exp *expectation) map[eventlog.ID][]eventlog.Event {
+// pgCheck checks the log the workers of cfgs left, and returns it. With
+// unavailableOK, an execution may have failed with resource_unavailable
+// where checkUnavailable says DESIGN §11 requires it; every other one
+// completed as an uninterrupted run.
+func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig, n int, exp *expectation, unavailableOK bool) map[eventlog.ID][]eventlog.Event {
 	t.Helper()
 	ctx := context.Background()
 	lineages := decodeAll(t, store)
@@ -317,12 +321,20 @@ func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig
 		checkAcks(t, lineages, cfg.Acks)
 		checkOwners(t, lineages, cfg.Acks, cfg.Owner)
 	}
-	byInput := checkServed(t, store, lineages, "publisher", n)
+	var failedOK func([]eventlog.Event) error
+	if unavailableOK {
+		failedOK = checkUnavailable
+	}
+	byInput := checkServedFailing(t, store, lineages, "publisher", n, failedOK)
 	var all []eventlog.Event
-	indeterminate, takeovers := 0, 0
+	indeterminate, takeovers, unavailable := 0, 0, 0
 	for idx, id := range byInput {
 		evs := lineages[id]
 		all = append(all, evs...)
+		if _, ok := evs[len(evs)-1].Data.(*eventlog.ExecutionFailed); ok {
+			unavailable++ // checkServedFailing checked how it failed
+			continue
+		}
 		h.checkPublisherOutput(t, exp.outputs[idx], evs, completedOutput(t, evs))
 		if diff := cmp.Diff(exp.files, workspaceFiles(t, cfgs[0], evs)); diff != "" {
 			t.Errorf("execution %s (input %d): workspace differs from an uninterrupted run's (-want +got):\n%s", id, idx, diff)
@@ -336,9 +348,60 @@ func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig
 	}
 	checkCheckpoints(t, ctx, dirfs.New(dirfs.Config{Store: cfgs[0].Store, NoSync: true}), all)
 	checkEffects(t, cfgs[0].Effects, slices.Collect(maps.Values(lineages))...)
-	t.Logf("%d executions completed: %d ran under more than one owner, %d with an at-most-once step resolved as indeterminate",
-		n, takeovers, indeterminate)
+	t.Logf("%d executions completed: %d ran under more than one owner, %d with an at-most-once step resolved as indeterminate; %d failed with resource_unavailable",
+		n-unavailable, takeovers, indeterminate, unavailable)
 	return lineages
+}
+
+// checkUnavailable returns nil when a failed lineage failed as DESIGN §11
+// requires of a new owner that cannot open a workspace: it ends with a
+// dispatch.started by another owner than the dispatch before it, then an
+// execution.failed with code resource_unavailable; at that
+// dispatch.started the coverage fold finds the workspace uncovered,
+// because a write_file step (sdk.Affects("workspace")) of the old owner
+// has no outcome — the store went away inside it.
+func checkUnavailable(evs []eventlog.Event) error {
+	n := len(evs)
+	if n < 3 {
+		return fmt.Errorf("lineage of %d events", n)
+	}
+	fail, ok := evs[n-1].Data.(*eventlog.ExecutionFailed)
+	if !ok || fail.Code != eventlog.FailResourceUnavailable {
+		return fmt.Errorf("last event %s is not an execution.failed with code %s", evs[n-1].Kind(), eventlog.FailResourceUnavailable)
+	}
+	ds, ok := evs[n-2].Data.(*eventlog.DispatchStarted)
+	if !ok {
+		return fmt.Errorf("event %d before the failure is %s, not dispatch.started", evs[n-2].Seq, evs[n-2].Kind())
+	}
+	prev := ""
+	for _, ev := range evs[:n-2] {
+		if p, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			prev = p.Owner
+		}
+	}
+	if prev == "" || prev == ds.Owner {
+		return fmt.Errorf("the failing dispatch of %q took over no other owner's (previous owner %q)", ds.Owner, prev)
+	}
+	f := coverage.New()
+	for _, ev := range evs[:n-1] {
+		if err := f.Apply(ev); err != nil {
+			return err
+		}
+	}
+	pt, err := f.Point(evs[n-2].Seq)
+	if err != nil {
+		return err
+	}
+	for _, sel := range pt.Resources {
+		if sel.Key == "workspace" && sel.Covered {
+			return fmt.Errorf("the workspace is covered at the takeover (seq %d, checkpoint %s): the new owner should have bound anew from it", pt.Seq, sel.Ref)
+		}
+	}
+	open := openSteps(evs[:n-2], "write_file")
+	if len(open) == 0 {
+		return fmt.Errorf("the workspace is uncovered at the takeover (seq %d) with no write_file in flight", pt.Seq)
+	}
+	return nil
 }
 
 // dispatchOwners lists the owners of a lineage's dispatches, in order,

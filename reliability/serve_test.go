@@ -254,6 +254,14 @@ func (h *harness) serveTrial(t *testing.T, i int, plan *killPlan, exp *expectati
 // other root execution; it returns their IDs by input.
 func checkServed(t *testing.T, store eventlog.Log, lineages map[eventlog.ID][]eventlog.Event, agent string, n int) []eventlog.ID {
 	t.Helper()
+	return checkServedFailing(t, store, lineages, agent, n, nil)
+}
+
+// checkServedFailing is checkServed, but an execution that ended failed is
+// accepted when failedOK, if not nil, returns nil for its lineage (and
+// reported with the error it returns otherwise).
+func checkServedFailing(t *testing.T, store eventlog.Log, lineages map[eventlog.ID][]eventlog.Event, agent string, n int, failedOK func([]eventlog.Event) error) []eventlog.ID {
+	t.Helper()
 	ids := make([]eventlog.ID, n)
 	for id, evs := range lineages {
 		created, ok := evs[0].Data.(*eventlog.ExecutionCreated)
@@ -264,7 +272,13 @@ func checkServed(t *testing.T, store eventlog.Log, lineages map[eventlog.ID][]ev
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Status != eventlog.StatusCompleted {
+		switch {
+		case info.Status == eventlog.StatusCompleted:
+		case info.Status == eventlog.StatusFailed && failedOK != nil:
+			if err := failedOK(evs); err != nil {
+				t.Errorf("execution %s (%s, key %q) ended failed: %v; %s", id, created.Agent, created.Key, err, describeEnd(evs))
+			}
+		default:
 			t.Errorf("execution %s (%s, key %q) ended %s, want completed; %s", id, created.Agent, created.Key, info.Status, describeEnd(evs))
 		}
 		if !info.Caller.IsZero() {
@@ -614,7 +628,7 @@ func describeEnd(evs []eventlog.Event) string {
 		}
 	}
 	b.WriteString("last events:")
-	for _, ev := range evs[max(0, len(evs)-100):] {
+	for _, ev := range evs[max(0, len(evs)-16):] {
 		fmt.Fprintf(&b, " %d:%s", ev.Seq, ev.Kind())
 		switch p := ev.Data.(type) {
 		case *eventlog.DispatchStarted:
