@@ -88,12 +88,35 @@ func pgExecutions() int {
 // Postgres cluster is restarted (pg_ctl restart -m fast) in the middle of
 // the run: every worker reports the outage, reconnects, and goes on.
 //
-// Then, in both: every execution completed, once per key, with the output
-// and workspace of an uninterrupted run of its input (an at-most-once step
-// may read "indeterminate" where the log resolved it so); every append any
+// Then, in both: every execution ended, once per key; every append any
 // worker saw acknowledged is in the log, inside a dispatch that worker
 // owned (dispatch.started{Owner}); no at-most-once body ran twice, one whose
 // step succeeded ran once; every checkpoint verifies.
+//
+// Where a resource may be opened (DESIGN §11): a dirfs binding is not
+// portable, so a worker that takes an execution over binds its workspace
+// anew from the checkpoint covering the head, and fails it with code
+// resource_unavailable when the head is uncovered. The workers are what a
+// user following DESIGN writes for that: they share one dirfs store (so a
+// checkpoint any of them captured restores in all), capture the workspace
+// after every write (sdk.EverySteps(1)), and declare that only write_file
+// (sdk.Affects("workspace")) changes it (dirfs.Config.CoverageReuse), so a
+// model call, a read or a publish leaves it covered. The head is then
+// uncovered only while a write_file is in flight.
+//
+// "kill-and-stop" kills and stops workers inside publish bodies, which
+// affect nothing: every execution completed with the output and workspace
+// of an uninterrupted run of its input (an at-most-once step may read
+// "indeterminate" where the log resolved it so), strictly. In
+// "server-restart" the outage may cut a dispatch inside a write_file (its
+// step.started is in the log, its outcome never lands), and the owner's
+// lease, released or expired, may go to another worker first (claims
+// prefer no owner): that execution must fail with resource_unavailable,
+// and checkUnavailable checks it did so exactly — a dispatch.started by
+// another owner, at which the coverage fold finds the workspace uncovered
+// with a write_file in flight, directly followed by execution.failed{Code:
+// resource_unavailable}. Every other execution completed as an
+// uninterrupted run.
 func TestPostgresWorkers(t *testing.T) {
 	pgtest.URL(t) // skips (or fails) at once without a server
 	h := newHarness(t)
