@@ -103,11 +103,12 @@
 // dirfs.Config.CoverageReuse (only write_file, which says
 // sdk.Affects("workspace"), changes the workspace): the head is uncovered
 // only while a write is in flight. In "kill-and-stop", whose kills land in
-// publish bodies, every execution completed with the output and workspace
-// of an uninterrupted run. In "server-restart", an outage inside a
-// write_file may leave the head uncovered, and another worker may claim
-// the execution first: it must then fail with resource_unavailable, and
-// the test checks each such failure exactly (a dispatch.started by another
+// publish bodies, every execution whose publish body was cut completed
+// with the output and workspace of an uninterrupted run. The other
+// executions a killed or stopped worker held (four run at a time), and in
+// "server-restart" any execution, may be cut inside a write_file, leaving
+// the head uncovered, and another worker may claim it: it must then fail
+// with resource_unavailable, and the test checks each such failure exactly (a dispatch.started by another
 // owner at a head the coverage fold finds uncovered with a write_file in
 // flight, then execution.failed{Code: resource_unavailable}); every other
 // execution completed as an uninterrupted run.

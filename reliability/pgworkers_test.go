@@ -105,18 +105,20 @@ func pgExecutions() int {
 // uncovered only while a write_file is in flight.
 //
 // "kill-and-stop" kills and stops workers inside publish bodies, which
-// affect nothing: every execution completed with the output and workspace
-// of an uninterrupted run of its input (an at-most-once step may read
-// "indeterminate" where the log resolved it so), strictly. In
-// "server-restart" the outage may cut a dispatch inside a write_file (its
-// step.started is in the log, its outcome never lands), and the owner's
-// lease, released or expired, may go to another worker first (claims
-// prefer no owner): that execution must fail with resource_unavailable,
-// and checkUnavailable checks it did so exactly — a dispatch.started by
-// another owner, at which the coverage fold finds the workspace uncovered
-// with a write_file in flight, directly followed by execution.failed{Code:
-// resource_unavailable}. Every other execution completed as an
-// uninterrupted run.
+// affect nothing: every execution whose publish body was cut (its step
+// resolved as indeterminate) completed with the output and workspace of an
+// uninterrupted run of its input, strictly. But each worker runs four
+// executions at a time, and the killed or stopped worker's other three may
+// be cut inside a write_file (its step.started is in the log, its outcome
+// never lands); in "server-restart" the outage may cut any dispatch so,
+// and the owner's lease, released or expired, may go to another worker
+// first (claims prefer no owner). Such an execution must fail with
+// resource_unavailable, and checkUnavailable checks it did so exactly: a
+// dispatch.started by another owner, at which the coverage fold finds the
+// workspace uncovered with a write_file in flight, directly followed by
+// execution.failed{Code: resource_unavailable}. Every other execution
+// completed as an uninterrupted run (an at-most-once step may read
+// "indeterminate" where the log resolved it so).
 func TestPostgresWorkers(t *testing.T) {
 	pgtest.URL(t) // skips (or fails) at once without a server
 	h := newHarness(t)
@@ -214,7 +216,25 @@ func (h *harness) pgKillAndStop(t *testing.T, n int, exp *expectation, rng *rand
 	t.Logf("worker 1 after SIGCONT: %d appends refused (ErrLeaseLost), %d lease renewals found lost",
 		ws[1].count(markAppendRefused), ws[1].count(markLeaseLost))
 
-	lineages := h.pgCheck(t, store, cfgs, n, exp, false)
+	lineages := h.pgCheck(t, store, cfgs, n, exp, true)
+	// The kills and the stop land in publish bodies, which affect nothing:
+	// each execution whose publish body was cut (resolved as
+	// indeterminate by its new owner) completed as an uninterrupted run —
+	// strictly. Only the other executions the killed or stopped worker
+	// held may have been cut inside a write, and failed as DESIGN §11 says.
+	cut := 0
+	for id, evs := range lineages {
+		if !hasIndeterminate(evs) {
+			continue
+		}
+		cut++
+		if _, ok := evs[len(evs)-1].Data.(*eventlog.ExecutionCompleted); !ok {
+			t.Errorf("execution %s: a publish body was cut by the kill or the stop, and it ended with %s, not execution.completed: %s", id, evs[len(evs)-1].Kind(), describeEnd(evs))
+		}
+	}
+	if cut == 0 {
+		t.Errorf("no execution has a publish step resolved as indeterminate, yet worker 1 was stopped inside a body past its lease")
+	}
 	// The stalled body went on and made its effect once; its step, taken
 	// over, is resolved as indeterminate, never as a success, and never
 	// ran again.
