@@ -607,8 +607,9 @@ func runSecondServer(t *testing.T, first, second childConfig) (childRun, *pebble
 }
 
 // describeEnd says how a lineage ended, for a failure message: its failure
-// code and error, and the kinds of its last events with the owner of each
-// dispatch.started.
+// code and error, the coverage (coverage.Fold) at each dispatch.started,
+// and its last events with the owner of each dispatch.started and the
+// step, target and affected resources of each step.
 func describeEnd(evs []eventlog.Event) string {
 	var b strings.Builder
 	if len(evs) > 0 {
