@@ -91,11 +91,27 @@
 // as the user postgres through runuser; the shared server is never
 // restarted) is restarted with pg_ctl restart -m fast in the middle of the
 // run: every worker reports the outage (Serve returns the store's error;
-// the worker runs it again) and goes on. In both, every execution completed
-// once per key with the output and workspace of an uninterrupted run,
-// every append a worker saw acknowledged is in the log inside a dispatch
-// that worker owned (dispatch.started{Owner}), no at-most-once body ran
-// twice and every checkpoint verifies.
+// the worker runs it again) and goes on. In both, every execution ended
+// once per key, every append a worker saw acknowledged is in the log
+// inside a dispatch that worker owned (dispatch.started{Owner}), no
+// at-most-once body ran twice and every checkpoint verifies.
+//
+// A dirfs workspace is not portable (DESIGN §11): a worker taking an
+// execution over binds it anew from the checkpoint covering the head, or
+// fails the execution with code resource_unavailable when none does. So
+// the workers capture after every write (EverySteps(1)) and declare
+// dirfs.Config.CoverageReuse (only write_file, which says
+// sdk.Affects("workspace"), changes the workspace): the head is uncovered
+// only while a write is in flight. In "kill-and-stop", whose kills land in
+// publish bodies, every execution whose publish body was cut completed
+// with the output and workspace of an uninterrupted run. The other
+// executions a killed or stopped worker held (four run at a time), and in
+// "server-restart" any execution, may be cut inside a write_file, leaving
+// the head uncovered, and another worker may claim it: it must then fail
+// with resource_unavailable, and the test checks each such failure exactly (a dispatch.started by another
+// owner at a head the coverage fold finds uncovered with a write_file in
+// flight, then execution.failed{Code: resource_unavailable}); every other
+// execution completed as an uninterrupted run.
 //
 // # Trials
 //

@@ -96,6 +96,13 @@ type childConfig struct {
 	// there; unlike PauseInEffect the body goes on afterwards.
 	StallInEffect int
 	StallFor      time.Duration
+	// EverySteps, when n > 0, is the coder workspace's checkpoint policy
+	// (sdk.EverySteps(n)) instead of the coder's default of 5.
+	EverySteps int
+	// CoverageReuse sets dirfs.Config.CoverageReuse: every change to the
+	// workspace goes through write_file, which declares it (sdk.Affects),
+	// so steps that declare nothing leave the workspace covered.
+	CoverageReuse bool
 }
 
 // The child's progress markers, one per line on its standard output.
@@ -415,6 +422,7 @@ type agentEnv struct {
 	stallFx  int           // stall inside this at-most-once body (childConfig.StallInEffect) …
 	stallFor time.Duration // … for this long
 	bodies   atomic.Int64  // at-most-once bodies begun so far
+	every    int           // the workspace's EverySteps (childConfig.EverySteps; 0: the coder's default)
 }
 
 // newAgentEnv returns the agents' environment for cfg. The child's dirfs
@@ -424,7 +432,7 @@ func newAgentEnv(cfg childConfig, mark func(string), noSync bool) *agentEnv {
 		mark = func(string) {}
 	}
 	return &agentEnv{
-		store:    dirfs.Config{Store: cfg.Store, Template: cfg.Template, NoSync: noSync},
+		store:    dirfs.Config{Store: cfg.Store, Template: cfg.Template, NoSync: noSync, CoverageReuse: cfg.CoverageReuse},
 		model:    coder.Model{Name: coder.ScriptedName, BaseURL: cfg.ModelURL, APIKey: "reliability"},
 		effects:  cfg.Effects,
 		mark:     mark,
@@ -432,6 +440,7 @@ func newAgentEnv(cfg childConfig, mark func(string), noSync bool) *agentEnv {
 		pauseFx:  cfg.PauseInEffect,
 		stallFx:  cfg.StallInEffect,
 		stallFor: cfg.StallFor,
+		every:    cfg.EverySteps,
 	}
 }
 
@@ -508,7 +517,11 @@ type callerOutput struct {
 // publisher run as its child execution with Agent.Call, then a publish of
 // its own).
 func registerAgents(k *sdk.Kernel, e *agentEnv) error {
-	inner := coder.Handler(e.newDriver, e.model)
+	var ropts []sdk.ResourceOption
+	if e.every > 0 {
+		ropts = append(ropts, sdk.EverySteps(e.every))
+	}
+	inner := coder.Handler(e.newDriver, e.model, ropts...)
 	if _, err := sdk.Register(k, "coder", inner); err != nil {
 		return err
 	}

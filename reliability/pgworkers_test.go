@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pgstore"
@@ -87,12 +88,37 @@ func pgExecutions() int {
 // Postgres cluster is restarted (pg_ctl restart -m fast) in the middle of
 // the run: every worker reports the outage, reconnects, and goes on.
 //
-// Then, in both: every execution completed, once per key, with the output
-// and workspace of an uninterrupted run of its input (an at-most-once step
-// may read "indeterminate" where the log resolved it so); every append any
+// Then, in both: every execution ended, once per key; every append any
 // worker saw acknowledged is in the log, inside a dispatch that worker
 // owned (dispatch.started{Owner}); no at-most-once body ran twice, one whose
 // step succeeded ran once; every checkpoint verifies.
+//
+// Where a resource may be opened (DESIGN §11): a dirfs binding is not
+// portable, so a worker that takes an execution over binds its workspace
+// anew from the checkpoint covering the head, and fails it with code
+// resource_unavailable when the head is uncovered. The workers are what a
+// user following DESIGN writes for that: they share one dirfs store (so a
+// checkpoint any of them captured restores in all), capture the workspace
+// after every write (sdk.EverySteps(1)), and declare that only write_file
+// (sdk.Affects("workspace")) changes it (dirfs.Config.CoverageReuse), so a
+// model call, a read or a publish leaves it covered. The head is then
+// uncovered only while a write_file is in flight.
+//
+// "kill-and-stop" kills and stops workers inside publish bodies, which
+// affect nothing: every execution whose publish body was cut (its step
+// resolved as indeterminate) completed with the output and workspace of an
+// uninterrupted run of its input, strictly. But each worker runs four
+// executions at a time, and the killed or stopped worker's other three may
+// be cut inside a write_file (its step.started is in the log, its outcome
+// never lands); in "server-restart" the outage may cut any dispatch so,
+// and the owner's lease, released or expired, may go to another worker
+// first (claims prefer no owner). Such an execution must fail with
+// resource_unavailable, and checkUnavailable checks it did so exactly: a
+// dispatch.started by another owner, at which the coverage fold finds the
+// workspace uncovered with a write_file in flight, directly followed by
+// execution.failed{Code: resource_unavailable}. Every other execution
+// completed as an uninterrupted run (an at-most-once step may read
+// "indeterminate" where the log resolved it so).
 func TestPostgresWorkers(t *testing.T) {
 	pgtest.URL(t) // skips (or fails) at once without a server
 	h := newHarness(t)
@@ -190,7 +216,25 @@ func (h *harness) pgKillAndStop(t *testing.T, n int, exp *expectation, rng *rand
 	t.Logf("worker 1 after SIGCONT: %d appends refused (ErrLeaseLost), %d lease renewals found lost",
 		ws[1].count(markAppendRefused), ws[1].count(markLeaseLost))
 
-	lineages := h.pgCheck(t, store, cfgs, n, exp)
+	lineages := h.pgCheck(t, store, cfgs, n, exp, true)
+	// The kills and the stop land in publish bodies, which affect nothing:
+	// each execution whose publish body was cut (resolved as
+	// indeterminate by its new owner) completed as an uninterrupted run —
+	// strictly. Only the other executions the killed or stopped worker
+	// held may have been cut inside a write, and failed as DESIGN §11 says.
+	cut := 0
+	for id, evs := range lineages {
+		if !hasIndeterminate(evs) {
+			continue
+		}
+		cut++
+		if _, ok := evs[len(evs)-1].Data.(*eventlog.ExecutionCompleted); !ok {
+			t.Errorf("execution %s: a publish body was cut by the kill or the stop, and it ended with %s, not execution.completed: %s", id, evs[len(evs)-1].Kind(), describeEnd(evs))
+		}
+	}
+	if cut == 0 {
+		t.Errorf("no execution has a publish step resolved as indeterminate, yet worker 1 was stopped inside a body past its lease")
+	}
 	// The stalled body went on and made its effect once; its step, taken
 	// over, is resolved as indeterminate, never as a success, and never
 	// ran again.
@@ -265,7 +309,7 @@ func (h *harness) pgRestart(t *testing.T, n int, exp *expectation, rng *rand.Ran
 		}
 		t.Logf("worker %d reported the outage %d times", i, w.count(markOutage))
 	}
-	h.pgCheck(t, store, cfgs, n, exp)
+	h.pgCheck(t, store, cfgs, n, exp, true)
 }
 
 // pgConfigs returns the configurations of the workers of one case: one
@@ -291,13 +335,25 @@ func (h *harness) pgConfigs(t *testing.T, dir, url string, n int) []childConfig 
 		cfg.Postgres = url
 		cfg.Owner = fmt.Sprintf("w%d", i)
 		cfg.LeaseTTL = pgLeaseTTL
+		// What a user following DESIGN §11 writes for workers that take
+		// each other's executions over: every write is captured
+		// (EverySteps(1)), and the workspace declares that only the
+		// steps that say so (write_file, sdk.Affects) change it
+		// (CoverageReuse), so model calls, reads and publishes leave it
+		// covered. A new owner then finds the head covered, and binds
+		// anew from the shared store, everywhere but inside a write.
+		cfg.EverySteps = 1
+		cfg.CoverageReuse = true
 		cfgs[i] = cfg
 	}
 	return cfgs
 }
 
-// pgCheck checks the log the workers of cfgs left, and returns it.
-func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig, n int, exp *expectation) map[eventlog.ID][]eventlog.Event {
+// pgCheck checks the log the workers of cfgs left, and returns it. With
+// unavailableOK, an execution may have failed with resource_unavailable
+// where checkUnavailable says DESIGN §11 requires it; every other one
+// completed as an uninterrupted run.
+func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig, n int, exp *expectation, unavailableOK bool) map[eventlog.ID][]eventlog.Event {
 	t.Helper()
 	ctx := context.Background()
 	lineages := decodeAll(t, store)
@@ -308,12 +364,20 @@ func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig
 		checkAcks(t, lineages, cfg.Acks)
 		checkOwners(t, lineages, cfg.Acks, cfg.Owner)
 	}
-	byInput := checkServed(t, store, lineages, "publisher", n)
+	var failedOK func([]eventlog.Event) error
+	if unavailableOK {
+		failedOK = checkUnavailable
+	}
+	byInput := checkServedFailing(t, store, lineages, "publisher", n, failedOK)
 	var all []eventlog.Event
-	indeterminate, takeovers := 0, 0
+	indeterminate, takeovers, unavailable := 0, 0, 0
 	for idx, id := range byInput {
 		evs := lineages[id]
 		all = append(all, evs...)
+		if _, ok := evs[len(evs)-1].Data.(*eventlog.ExecutionFailed); ok {
+			unavailable++ // checkServedFailing checked how it failed
+			continue
+		}
 		h.checkPublisherOutput(t, exp.outputs[idx], evs, completedOutput(t, evs))
 		if diff := cmp.Diff(exp.files, workspaceFiles(t, cfgs[0], evs)); diff != "" {
 			t.Errorf("execution %s (input %d): workspace differs from an uninterrupted run's (-want +got):\n%s", id, idx, diff)
@@ -327,9 +391,60 @@ func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig
 	}
 	checkCheckpoints(t, ctx, dirfs.New(dirfs.Config{Store: cfgs[0].Store, NoSync: true}), all)
 	checkEffects(t, cfgs[0].Effects, slices.Collect(maps.Values(lineages))...)
-	t.Logf("%d executions completed: %d ran under more than one owner, %d with an at-most-once step resolved as indeterminate",
-		n, takeovers, indeterminate)
+	t.Logf("%d executions completed: %d ran under more than one owner, %d with an at-most-once step resolved as indeterminate; %d failed with resource_unavailable",
+		n-unavailable, takeovers, indeterminate, unavailable)
 	return lineages
+}
+
+// checkUnavailable returns nil when a failed lineage failed as DESIGN §11
+// requires of a new owner that cannot open a workspace: it ends with a
+// dispatch.started by another owner than the dispatch before it, then an
+// execution.failed with code resource_unavailable; at that
+// dispatch.started the coverage fold finds the workspace uncovered,
+// because a write_file step (sdk.Affects("workspace")) of the old owner
+// has no outcome — the store went away inside it.
+func checkUnavailable(evs []eventlog.Event) error {
+	n := len(evs)
+	if n < 3 {
+		return fmt.Errorf("lineage of %d events", n)
+	}
+	fail, ok := evs[n-1].Data.(*eventlog.ExecutionFailed)
+	if !ok || fail.Code != eventlog.FailResourceUnavailable {
+		return fmt.Errorf("last event %s is not an execution.failed with code %s", evs[n-1].Kind(), eventlog.FailResourceUnavailable)
+	}
+	ds, ok := evs[n-2].Data.(*eventlog.DispatchStarted)
+	if !ok {
+		return fmt.Errorf("event %d before the failure is %s, not dispatch.started", evs[n-2].Seq, evs[n-2].Kind())
+	}
+	prev := ""
+	for _, ev := range evs[:n-2] {
+		if p, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			prev = p.Owner
+		}
+	}
+	if prev == "" || prev == ds.Owner {
+		return fmt.Errorf("the failing dispatch of %q took over no other owner's (previous owner %q)", ds.Owner, prev)
+	}
+	f := coverage.New()
+	for _, ev := range evs[:n-1] {
+		if err := f.Apply(ev); err != nil {
+			return err
+		}
+	}
+	pt, err := f.Point(evs[n-2].Seq)
+	if err != nil {
+		return err
+	}
+	for _, sel := range pt.Resources {
+		if sel.Key == "workspace" && sel.Covered {
+			return fmt.Errorf("the workspace is covered at the takeover (seq %d, checkpoint %s): the new owner should have bound anew from it", pt.Seq, sel.Ref)
+		}
+	}
+	open := openSteps(evs[:n-2], "write_file")
+	if len(open) == 0 {
+		return fmt.Errorf("the workspace is uncovered at the takeover (seq %d) with no write_file in flight", pt.Seq)
+	}
+	return nil
 }
 
 // dispatchOwners lists the owners of a lineage's dispatches, in order,

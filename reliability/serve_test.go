@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
@@ -252,6 +254,14 @@ func (h *harness) serveTrial(t *testing.T, i int, plan *killPlan, exp *expectati
 // other root execution; it returns their IDs by input.
 func checkServed(t *testing.T, store eventlog.Log, lineages map[eventlog.ID][]eventlog.Event, agent string, n int) []eventlog.ID {
 	t.Helper()
+	return checkServedFailing(t, store, lineages, agent, n, nil)
+}
+
+// checkServedFailing is checkServed, but an execution that ended failed is
+// accepted when failedOK, if not nil, returns nil for its lineage (and
+// reported with the error it returns otherwise).
+func checkServedFailing(t *testing.T, store eventlog.Log, lineages map[eventlog.ID][]eventlog.Event, agent string, n int, failedOK func([]eventlog.Event) error) []eventlog.ID {
+	t.Helper()
 	ids := make([]eventlog.ID, n)
 	for id, evs := range lineages {
 		created, ok := evs[0].Data.(*eventlog.ExecutionCreated)
@@ -262,8 +272,14 @@ func checkServed(t *testing.T, store eventlog.Log, lineages map[eventlog.ID][]ev
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Status != eventlog.StatusCompleted {
-			t.Errorf("execution %s (%s, key %q) ended %s, want completed", id, created.Agent, created.Key, info.Status)
+		switch {
+		case info.Status == eventlog.StatusCompleted:
+		case info.Status == eventlog.StatusFailed && failedOK != nil:
+			if err := failedOK(evs); err != nil {
+				t.Errorf("execution %s (%s, key %q) ended failed: %v; %s", id, created.Agent, created.Key, err, describeEnd(evs))
+			}
+		default:
+			t.Errorf("execution %s (%s, key %q) ended %s, want completed; %s", id, created.Agent, created.Key, info.Status, describeEnd(evs))
 		}
 		if !info.Caller.IsZero() {
 			continue // a child: its caller's test checks it
@@ -588,4 +604,41 @@ func runSecondServer(t *testing.T, first, second childConfig) (childRun, *pebble
 	after := decodeAll(t, store)
 	checkAcks(t, after, second.Acks)
 	return run2, store, after
+}
+
+// describeEnd says how a lineage ended, for a failure message: its failure
+// code and error, the coverage (coverage.Fold) at each dispatch.started,
+// and its last events with the owner of each dispatch.started and the
+// step, target and affected resources of each step.
+func describeEnd(evs []eventlog.Event) string {
+	var b strings.Builder
+	if len(evs) > 0 {
+		if p, ok := evs[len(evs)-1].Data.(*eventlog.ExecutionFailed); ok {
+			fmt.Fprintf(&b, "code %s: %s; ", p.Code, p.Error)
+		}
+	}
+	f := coverage.New()
+	for _, ev := range evs {
+		if err := f.Apply(ev); err != nil {
+			fmt.Fprintf(&b, "fold: %v; ", err)
+			break
+		}
+		if _, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			pt, err := f.Point(ev.Seq)
+			fmt.Fprintf(&b, "coverage at dispatch.started %d: %+v %v; ", ev.Seq, pt, err)
+		}
+	}
+	b.WriteString("last events:")
+	for _, ev := range evs[max(0, len(evs)-16):] {
+		fmt.Fprintf(&b, " %d:%s", ev.Seq, ev.Kind())
+		switch p := ev.Data.(type) {
+		case *eventlog.DispatchStarted:
+			fmt.Fprintf(&b, "(%s)", p.Owner)
+		case *eventlog.StepStarted:
+			fmt.Fprintf(&b, "(%s %s %v)", p.StepID, p.Target, p.Resources)
+		case *eventlog.StepSucceeded:
+			fmt.Fprintf(&b, "(%s)", p.StepID)
+		}
+	}
+	return b.String()
 }

@@ -64,9 +64,14 @@ var ModelRetry = sdk.RetryPolicy{MaxAttempts: 5, Initial: time.Second, Max: 30 *
 
 // Handler returns the coder agent for a workspace made by newDriver (a new
 // driver value per dispatch: drivers are cheap descriptions, not resources).
-func Handler[H Files, B any](newDriver func() driver.Driver[H, B], m Model) func(context.Context, Input) (Output, error) {
+// The workspace is captured after every fifth write_file (sdk.EverySteps(5))
+// unless opts say otherwise: they follow that default, so a worker that may
+// be taken over by another owner passes sdk.EverySteps(1) to keep the head
+// covered after every write (DESIGN §11, where a resource may be opened).
+func Handler[H Files, B any](newDriver func() driver.Driver[H, B], m Model, opts ...sdk.ResourceOption) func(context.Context, Input) (Output, error) {
+	ropts := append([]sdk.ResourceOption{sdk.EverySteps(5)}, opts...)
 	return func(ctx context.Context, in Input) (Output, error) {
-		ws, err := sdk.Resource(ctx, "workspace", newDriver(), sdk.EverySteps(5))
+		ws, err := sdk.Resource(ctx, "workspace", newDriver(), ropts...)
 		if err != nil {
 			return Output{}, err
 		}
