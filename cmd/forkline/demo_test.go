@@ -418,9 +418,10 @@ func TestDemoRealModel(t *testing.T) {
 	if !strings.Contains(stdout, "real model \""+coder.ScriptedName+"\" at "+base) || strings.Contains(stdout, "built-in scripted model") {
 		t.Fatalf("the demo does not say it used the configured model:\n%s", stdout)
 	}
-	// The parent's 12 turns, the covered fork's 5 and the uncovered fork's 4.
-	if n := m.Requests(); n != 12+5+4 {
-		t.Fatalf("the configured endpoint answered %d requests, want 21", n)
+	// The parent's 12 turns, the covered fork's 5, the uncovered fork's 4
+	// and the edited fork's 4 (after the edited reply at turn 7).
+	if n := m.Requests(); n != 12+5+4+4 {
+		t.Fatalf("the configured endpoint answered %d requests, want 25", n)
 	}
 }
 
