@@ -25,7 +25,7 @@ func TestCheckDemo(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("check: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	want := "forkline check: replayed 3 execution(s) of agent coder (model forkline-scripted-coder) against the current code; read-only, nothing written\n0 divergence(s)\n"
+	want := "forkline check: replayed 4 execution(s) of agent coder (model forkline-scripted-coder) against the current code; read-only, nothing written\n0 divergence(s)\n"
 	if stdout != want {
 		t.Errorf("check printed\n%s\nwant\n%s", stdout, want)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/fork"
+	"github.com/forkline/forkline/sdk"
 )
 
 // demoReport is what the demo found, for --json.
@@ -42,6 +44,11 @@ type demoFork struct {
 	// FinalDiff lists the paths where the fork's final workspace differs
 	// from the parent's final workspace.
 	FinalDiff []fileDiff `json:"final_diff"`
+	// Edit is the edited LLM reply of the third fork; nil for the others.
+	Edit *demoEdit `json:"edit,omitempty"`
+	// Diff is `forkline diff --json` of the parent and the third fork; nil
+	// for the others.
+	Diff *diffJSON `json:"diff,omitempty"`
 }
 
 func cmdDemo(e *env, task string) error {
@@ -164,6 +171,16 @@ func cmdDemo(e *env, task string) error {
 		}
 		rep.Forks = append(rep.Forks, f)
 	}
+	section("5. Fork at an LLM reply, edited to write another file, then diff")
+	f, err := demoEditedFork(e, out, ck, parent, parentFinal)
+	switch {
+	case errors.Is(err, errNoEditPoint):
+		fmt.Fprintln(out, "none: no LLM reply of this run asks for write_file (a real model may answer without tools)")
+	case err != nil:
+		return err
+	default:
+		rep.Forks = append(rep.Forks, f)
+	}
 	if err := writeTimelineFile(e, ck.store, page, parent); err != nil {
 		return err
 	}
@@ -246,16 +263,33 @@ func pickForkPoints(l *lineage) (covered, uncovered uint64, err error) {
 
 // demoForkAt forks the parent at seq, runs the fork, and compares its
 // workspaces with the parent's.
-func demoForkAt(e *env, out io.Writer, ck *coderKernel, parent *lineage, parentFinal files, seq uint64) (demoFork, error) {
+//
+// With opts the fork is made by the kernel's Fork with them (an edited
+// fork); its plan is the parent's coverage at seq, which the fork's own
+// binding is checked against below.
+func demoForkAt(e *env, out io.Writer, ck *coderKernel, parent *lineage, parentFinal files, seq uint64, opts ...sdk.ForkOption) (demoFork, error) {
 	ev := parent.events[seq-1]
 	fmt.Fprintf(out, "forking at seq %d: %s %s\n", seq, ev.Kind(), detail(ev, parent.steps))
-	fid, plan, err := fork.Create(e.ctx, ck.store, parent.info.ID, seq, now())
-	if err != nil {
-		return demoFork{}, err
+	var fid eventlog.ID
+	var p coverage.Point
+	if len(opts) == 0 {
+		id, plan, err := fork.Create(e.ctx, ck.store, parent.info.ID, seq, now())
+		if err != nil {
+			return demoFork{}, err
+		}
+		fid, p = id, coverage.Point{Seq: plan.At, Covered: plan.Covered, Resources: plan.Selections}
+	} else {
+		id, err := ck.k.Fork(e.ctx, parent.info.ID, seq, opts...)
+		if err != nil {
+			return demoFork{}, err
+		}
+		if p, err = parent.cov.Point(seq); err != nil {
+			return demoFork{}, err
+		}
+		fid = id
 	}
-	p := coverage.Point{Seq: plan.At, Covered: plan.Covered, Resources: plan.Selections}
-	fmt.Fprintf(out, "fork %s: the fork point is %s; it restores %s\n", fid, coveredText(plan.Covered), restoresText(p))
-	res := demoFork{ID: fid.String(), At: seq, Kind: ev.Kind().String(), Covered: plan.Covered, Plan: pointOut(p, "").Resources}
+	fmt.Fprintf(out, "fork %s: the fork point is %s; it restores %s\n", fid, coveredText(p.Covered), restoresText(p))
+	res := demoFork{ID: fid.String(), At: seq, Kind: ev.Kind().String(), Covered: p.Covered, Plan: pointOut(p, "").Resources}
 
 	if _, err := ck.k.Run(e.ctx, fid); err != nil {
 		return demoFork{}, fmt.Errorf("run fork %s: %w", fid, err)
@@ -269,7 +303,7 @@ func demoForkAt(e *env, out io.Writer, ck *coderKernel, parent *lineage, parentF
 		fl.status(), seq, fl.info.Head-seq, liveCalls(fl, seq))
 
 	var sel coverage.Selection
-	for _, s := range plan.Selections {
+	for _, s := range p.Resources {
 		if s.Key == workspaceKey {
 			sel = s
 		}
@@ -317,10 +351,13 @@ func demoForkAt(e *env, out io.Writer, ck *coderKernel, parent *lineage, parentF
 		res.FinalDiff = []fileDiff{}
 	}
 	switch {
-	case plan.Covered && len(res.RestoredDiff) == 0:
+	case p.Covered && len(res.RestoredDiff) == 0:
 		fmt.Fprintln(out, "=> covered: the fork restored exactly the parent's state at the fork point.")
-	case plan.Covered:
+	case p.Covered:
 		return demoFork{}, fmt.Errorf("fork %s at covered seq %d restored a workspace that differs from the parent's at that point", fid, seq)
+	case len(res.RestoredDiff) == 0:
+		fmt.Fprintf(out, "=> uncovered: steps ran after the checkpoint (seq %d), but none of them wrote a file, so the restored\n"+
+			"   workspace is the parent's at the fork point.\n", sel.CapturedAt)
 	default:
 		fmt.Fprintf(out, "=> uncovered: the fork restored the newest earlier checkpoint; the recorded results of seqs %d-%d replayed,\n"+
 			"   but their changes are not in the restored workspace. That is the documented trade-off of an\n"+

@@ -162,8 +162,8 @@ func TestDemo(t *testing.T) {
 	}
 
 	xs := readDemoLog(t, dir)
-	if len(xs) != 3 {
-		t.Fatalf("%d executions in the log, want the run and two forks", len(xs))
+	if len(xs) != 4 {
+		t.Fatalf("%d executions in the log, want the run and three forks", len(xs))
 	}
 	parent, forks := xs[0], xs[1:]
 	if !parent.info.Parent.IsZero() || parent.info.Agent != coderAgent {
@@ -210,7 +210,7 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	drv := dirfs.New(dirfs.Config{Store: storeDir(dir)})
-	var sawCovered, sawUncovered bool
+	var sawCovered, sawUncovered, sawEdited bool
 	for _, f := range forks {
 		if f.info.Parent != parent.info.ID {
 			t.Fatalf("fork %s has parent %s, want %s", f.info.ID, f.info.Parent, parent.info.ID)
@@ -219,6 +219,11 @@ func TestDemo(t *testing.T) {
 		fc, ok := f.events[at].Data.(*eventlog.ForkCreated)
 		if !ok || len(fc.Selections) != 1 {
 			t.Fatalf("fork %s: event %d is %s, want fork.created with one selection", f.info.ID, at+1, f.events[at].Kind())
+		}
+		if len(fc.Overrides) > 0 {
+			sawEdited = true
+			checkEditedFork(t, stdout, dir, parent, f, parentFinal)
+			continue
 		}
 		sel := fc.Selections[0]
 		p, err := coverage.At(context.Background(), s, parent.info.ID, at)
@@ -286,14 +291,14 @@ func TestDemo(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !sawCovered || !sawUncovered {
-		t.Fatalf("forks covered=%v uncovered=%v; want one of each", sawCovered, sawUncovered)
+	if !sawCovered || !sawUncovered || !sawEdited {
+		t.Fatalf("forks covered=%v uncovered=%v edited=%v; want one of each", sawCovered, sawUncovered, sawEdited)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "timeline.html")); err != nil {
 		t.Errorf("no timeline page: %v", err)
 	}
 
-	// Again, in the same folder, with --json: a new execution and two new
+	// Again, in the same folder, with --json: a new execution and three new
 	// forks; what was there is unchanged.
 	before := fingerprint(t, dir)
 	beforeParent := tree(t, parentDir)
@@ -305,13 +310,14 @@ func TestDemo(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("demo --json: %v\n%s", err, stdout)
 	}
-	if !rep.Scripted || len(rep.Forks) != 2 || !rep.Forks[0].Covered || rep.Forks[1].Covered ||
+	if !rep.Scripted || len(rep.Forks) != 3 || !rep.Forks[0].Covered || rep.Forks[1].Covered ||
 		len(rep.Forks[0].RestoredDiff) != 0 || len(rep.Forks[1].RestoredDiff) == 0 {
-		t.Fatalf("demo --json report %+v: want a covered fork with no difference and an uncovered one with some", rep)
+		t.Fatalf("demo --json report %+v: want a covered fork with no difference, an uncovered one with some, and an edited one", rep)
 	}
+	checkEditedReport(t, rep)
 	after := readDemoLog(t, dir)
-	if len(after) != 6 || after[3].info.ID.String() != rep.Execution {
-		t.Fatalf("after the second demo: %d executions, want 6 with the new run fourth", len(after))
+	if len(after) != 8 || after[4].info.ID.String() != rep.Execution {
+		t.Fatalf("after the second demo: %d executions, want 8 with the new run fifth", len(after))
 	}
 	if got := fingerprint(t, dir); !strings.HasPrefix(logPart(got), logPart(before)) {
 		t.Fatalf("the second demo changed what was there:\n%s", cmp.Diff(logPart(before), logPart(got)))
@@ -412,9 +418,10 @@ func TestDemoRealModel(t *testing.T) {
 	if !strings.Contains(stdout, "real model \""+coder.ScriptedName+"\" at "+base) || strings.Contains(stdout, "built-in scripted model") {
 		t.Fatalf("the demo does not say it used the configured model:\n%s", stdout)
 	}
-	// The parent's 12 turns, the covered fork's 5 and the uncovered fork's 4.
-	if n := m.Requests(); n != 12+5+4 {
-		t.Fatalf("the configured endpoint answered %d requests, want 21", n)
+	// The parent's 12 turns, the covered fork's 5, the uncovered fork's 4
+	// and the edited fork's 4 (after the edited reply at turn 7).
+	if n := m.Requests(); n != 12+5+4+4 {
+		t.Fatalf("the configured endpoint answered %d requests, want 25", n)
 	}
 }
 
@@ -484,5 +491,149 @@ func TestForkInCopiedDataFolder(t *testing.T) {
 		if len(bound) != 1 || bound[0] == "" {
 			t.Fatalf("fork's own bindings from %q, want one from a checkpoint", bound)
 		}
+	}
+}
+
+// stepLine describes a step.started as the edited fork's expected events
+// name it: its kind, and a tool's name and path argument.
+func stepLine(ev eventlog.Event) string {
+	s, ok := ev.Data.(*eventlog.StepStarted)
+	if !ok {
+		return ev.Kind().String()
+	}
+	if s.StepKind == eventlog.StepLLM {
+		return "step.started llm"
+	}
+	var a struct {
+		Path string `json:"path"`
+	}
+	_ = json.Unmarshal(s.Args, &a)
+	return "step.started tool " + s.Target + " " + a.Path
+}
+
+// checkEditedFork checks the demo's third fork: made at the LLM reply that
+// asks for write_file(greet.go), replaying it edited to ask for
+// write_file(greet_edited.go); the events it appended; its workspace; and
+// the demo's `forkline diff` of parent and fork.
+func checkEditedFork(t *testing.T, stdout, dir string, parent, f demoExecution, parentFinal map[string]string) {
+	t.Helper()
+	at := f.info.ForkSeq
+	fc := f.events[at].Data.(*eventlog.ForkCreated)
+	done, ok := parent.events[at-1].Data.(*eventlog.StepSucceeded)
+	if !ok {
+		t.Fatalf("edited fork at %d: the parent's event there is %s, want an LLM reply's step.succeeded", at, parent.events[at-1].Kind())
+	}
+	recorded, ok := llmBody(done.Result)
+	if !ok {
+		t.Fatalf("edited fork at %d: the parent's step %s is not an LLM reply", at, done.StepID)
+	}
+	if p, _ := firstWrite(recorded); p != "greet.go" {
+		t.Fatalf("edited fork at %d: the parent's reply asks for write_file(%q), want the script's second greet.go", at, p)
+	}
+	if len(fc.Overrides) != 1 || fc.Overrides[0].StepID != done.StepID {
+		t.Fatalf("edited fork: fork.created overrides %+v, want one of step %s", fc.Overrides, done.StepID)
+	}
+	edited, ok := llmBody(fc.Overrides[0].Result)
+	if !ok {
+		t.Fatalf("edited fork: the override %q is not an LLM response", fc.Overrides[0].Result)
+	}
+	if p, _ := firstWrite(edited); p != "greet_edited.go" {
+		t.Fatalf("edited fork: the override asks for write_file(%q), want greet_edited.go", p)
+	}
+
+	// What the fork appended: fork.created with the override, then the
+	// rest of the script run live, writing greet_edited.go first.
+	var got []string
+	for _, ev := range f.events[at:] {
+		got = append(got, stepLine(ev))
+	}
+	want := []string{
+		"fork.created", "dispatch.started", "resource.bound",
+		"step.started tool write_file greet_edited.go", "step.succeeded",
+		"step.started llm", "step.succeeded",
+		"step.started tool read_file cmd/greet/main.go", "step.succeeded",
+		"step.started llm", "step.succeeded",
+		"step.started tool write_file CHANGELOG.md", "step.succeeded",
+		"step.started llm", "step.succeeded",
+		"step.started tool write_file LICENSE", "step.succeeded",
+		"step.started llm", "step.succeeded",
+		"resource.captured", "execution.completed",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("edited fork appended (-want +got):\n%s", diff)
+	}
+
+	// Its workspace: the parent's, except that the second greet.go went
+	// to greet_edited.go and greet.go stayed as first written.
+	wantFinal := map[string]string{}
+	for p, c := range parentFinal {
+		wantFinal[p] = c
+	}
+	wantFinal["greet.go"] = recordedWorkspace(t, parent.events, at)["greet.go"]
+	wantFinal["greet_edited.go"] = parentFinal["greet.go"]
+	forkDir, _ := ownWorkspaceDir(t, dir, f)
+	if diff := cmp.Diff(wantFinal, tree(t, forkDir)); diff != "" {
+		t.Errorf("edited fork's final workspace (-want +got):\n%s", diff)
+	}
+
+	// The diff the demo printed: the edited reply changed, the write of
+	// greet.go only in the parent, that of greet_edited.go only in the
+	// fork, and the workspaces' difference.
+	i := strings.Index(stdout, "diff "+parent.info.ID.String()+" "+f.info.ID.String()+":")
+	if i < 0 {
+		t.Fatalf("the demo printed no diff of %s and %s:\n%s", parent.info.ID, f.info.ID, stdout)
+	}
+	table := stdout[i:]
+	for _, row := range []struct{ has, change string }{
+		{"(override)", "changed"},
+		{`"wrote greet.go"`, "only_a"},
+		{`"wrote greet_edited.go"`, "only_b"},
+	} {
+		found := false
+		for line := range strings.Lines(table) {
+			if strings.Contains(line, row.has) && strings.HasSuffix(strings.TrimSpace(line), " "+row.change) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("the demo's diff has no row with %s marked %s:\n%s", row.has, row.change, table)
+		}
+	}
+	for _, s := range []string{"~ file greet.go", "+ file greet_edited.go"} {
+		if !strings.Contains(table, s) {
+			t.Errorf("the demo's diff does not show %q:\n%s", s, table)
+		}
+	}
+}
+
+// checkEditedReport checks the edited fork in the demo's --json report.
+func checkEditedReport(t *testing.T, rep demoReport) {
+	t.Helper()
+	f := rep.Forks[2]
+	if f.Edit == nil || f.Edit.From != "greet.go" || f.Edit.To != "greet_edited.go" || f.Diff == nil {
+		t.Fatalf("demo --json: third fork %+v, want the edit of greet.go to greet_edited.go and its diff", f)
+	}
+	if f.Diff.A.String() != rep.Execution || f.Diff.B.String() != f.ID || f.Diff.Shared != f.At {
+		t.Errorf("demo --json: diff of %s and %s sharing %d, want %s and %s sharing %d", f.Diff.A, f.Diff.B, f.Diff.Shared, rep.Execution, f.ID, f.At)
+	}
+	changes := map[string]int{}
+	for _, s := range f.Diff.Steps {
+		changes[string(s.Change)]++
+		if s.StepID == f.Edit.StepID && (s.Change != "changed" || s.B == nil || !s.B.Overridden) {
+			t.Errorf("demo --json: the edited step %s is %+v, want changed with the fork's result overridden", s.StepID, s)
+		}
+	}
+	if changes["changed"] != 1 || changes["only_a"] == 0 || changes["only_b"] == 0 || changes["only_a"] != changes["only_b"] {
+		t.Errorf("demo --json: step changes %v, want one changed and as many only_a as only_b", changes)
+	}
+	if len(f.Diff.Resources) != 1 || !f.Diff.Resources[0].Compared {
+		t.Fatalf("demo --json: diff resources %+v, want the workspace compared", f.Diff.Resources)
+	}
+	var got []string
+	for _, c := range f.Diff.Resources[0].Difference.Changes {
+		got = append(got, string(c.Op)+" "+c.Kind+" "+c.Name)
+	}
+	if want := []string{"changed file greet.go", "added file greet_edited.go"}; !cmp.Equal(want, got) {
+		t.Errorf("demo --json: workspace difference %q, want %q", got, want)
 	}
 }

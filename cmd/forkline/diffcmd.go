@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"github.com/forkline/forkline/eventlog"
 	"io"
@@ -45,11 +46,7 @@ func cmdDiff(e *env, aArg, bArg, htmlFile string) error {
 				return inputErrorf("diff: folder %s does not exist", filepath.Dir(htmlFile))
 			}
 		}
-		c, err := fork.Diff(e.ctx, s, ia.ID, ib.ID)
-		if err != nil {
-			return err
-		}
-		res, err := webui.DiffResources(e.ctx, c, differs(e))
+		c, res, err := compareExecutions(e.ctx, s, ia.ID, ib.ID, differs(e))
 		if err != nil {
 			return err
 		}
@@ -71,6 +68,21 @@ func cmdDiff(e *env, aArg, bArg, htmlFile string) error {
 		}
 		return writeDiffTable(e.stdout, c, res)
 	})
+}
+
+// compareExecutions is what diff shows of executions a and b: their
+// comparison (fork.Diff) and each resource's difference through the
+// drivers in ds.
+func compareExecutions(ctx context.Context, s eventlog.IndexedLog, a, b eventlog.ID, ds map[string]driver.Differ) (*fork.Comparison, []webui.ResourceDiff, error) {
+	c, err := fork.Diff(ctx, s, a, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := webui.DiffResources(ctx, c, ds)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, res, nil
 }
 
 // differs are the drivers whose checkpoints the command can compare: the

@@ -6,7 +6,11 @@
 // runs the reference page's coder agent ([github.com/forkline/forkline/examples/coder])
 // on a Pebble log in ./forkline-data, prints its timeline with the coverage
 // of every event, forks it at a covered and at an uncovered event, runs both
-// forks and compares their workspaces with the parent's. Run it again and it
+// forks and compares their workspaces with the parent's; then forks it at
+// the LLM reply that asks for write_file(greet.go) with that reply edited
+// to name greet_edited.go (sdk.WithResult), runs that fork and prints
+// `forkline diff` of parent and fork: the edited step changed, the steps
+// only one side ran, and the workspaces' difference. Run it again and it
 // adds a new execution beside the old ones.
 //
 // # The data folder
@@ -39,7 +43,7 @@
 //
 // # Commands
 //
-//	demo [--task TEXT]          run, fork twice, compare
+//	demo [--task TEXT]          run, fork three times, compare, diff
 //	ls                          executions: agent, events, status, parent;
 //	                            the status is the store's (pending, running,
 //	                            waiting, completed, failed, cancelled)
@@ -89,8 +93,9 @@
 // its "data" and "coverage" for show, {"id", "parent", "at", "plan"} for
 // fork, {"id", "status", "head", "appended", …} for run, {"execution",
 // "html", "events"} for timeline, the fork.Comparison with each
-// resource's "difference" for diff, the demo's report (its run, both forks
-// and what differed) for demo, {"approvals": […]} for approvals, and
+// resource's "difference" for diff, the demo's report (its run, its forks
+// and what differed; the edited fork adds "edit" {"step_id", "from", "to"}
+// and "diff", the diff of parent and fork as diff --json gives it) for demo, {"approvals": […]} for approvals, and
 // {"execution", "step", "decision", "recorded", "status"} for approve and
 // reject. Recorded values that are JSON stay JSON; other text is a string;
 // other bytes are {"base64": …}.

@@ -33,7 +33,8 @@ Usage:
 
 Commands:
   demo [--task TEXT]        run the coder agent, fork it at a covered and an
-                            uncovered event, run both forks, compare workspaces
+                            uncovered event and at an edited LLM reply, run
+                            the forks, compare workspaces, diff the third
   ls [--status S,…] [--agent A]
                             list executions (statuses: pending, running,
                             waiting, completed, failed, cancelled)
@@ -163,7 +164,7 @@ func commands() []*command {
 	var gcGrace time.Duration
 	var edit forkEdit
 	return []*command{
-		{name: "demo", short: "run the coder agent, fork it twice, compare workspaces",
+		{name: "demo", short: "run the coder agent, fork it three times, compare, diff",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&demoTask, "task", defaultTask, "the coder agent's task") },
 			run:   func(e *env, _ []string) error { return cmdDemo(e, demoTask) }},
 		{name: "ls", short: "list executions",

@@ -41,8 +41,8 @@ func TestServeScreenshot(t *testing.T) {
 		t.Fatalf("demo: exit %d: %s", code, stderr)
 	}
 	listed := lsJSON(t, "--dir", dir)
-	if len(listed) != 3 {
-		t.Fatalf("the demo made %d executions, want a run and two forks", len(listed))
+	if len(listed) != 4 {
+		t.Fatalf("the demo made %d executions, want a run and three forks", len(listed))
 	}
 	root := listed[0]
 
