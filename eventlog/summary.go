@@ -122,6 +122,10 @@ func (s Steps) Summary(ev Event) string {
 			t += "; input " + ValueText(p.Input, 40)
 		}
 		for _, o := range p.Overrides {
+			if st := s[o.StepID]; st != nil && st.StepKind == StepLLM {
+				t += "; " + s.Name(o.StepID) + " ← " + llmResultText(o.Result)
+				continue
+			}
 			t += "; " + s.Name(o.StepID) + " ← " + ValueText(o.Result, 30)
 		}
 		for _, sel := range p.Selections {
@@ -342,13 +346,32 @@ func llmResultText(result []byte) string {
 	if json.Unmarshal(result, &r) != nil || r.Status == 0 {
 		return ValueText(result, 60)
 	}
+	if t, ok := llmReplyText(r.Body); ok {
+		return fmt.Sprintf("%d: %s", r.Status, t)
+	}
+	return fmt.Sprintf("%d, %d bytes", r.Status, len(r.Body))
+}
+
+// LLMReplyText describes the body of an LLM response in a few words: the
+// tool calls the model asked for ("call write_file(a.go)") or the text it
+// answered with, quoted and clipped. A body that is not an
+// OpenAI-compatible chat completion is shown as [ValueText] shows a value.
+func LLMReplyText(body []byte) string {
+	if t, ok := llmReplyText(body); ok {
+		return t
+	}
+	return ValueText(body, 50)
+}
+
+// llmReplyText is LLMReplyText, and false for a body it does not know.
+func llmReplyText(body []byte) (string, bool) {
 	var cc chatCompletion
-	if json.Unmarshal(r.Body, &cc) != nil || len(cc.Choices) == 0 {
-		return fmt.Sprintf("%d, %d bytes", r.Status, len(r.Body))
+	if json.Unmarshal(body, &cc) != nil || len(cc.Choices) == 0 {
+		return "", false
 	}
 	m := cc.Choices[0].Message
 	if len(m.ToolCalls) == 0 {
-		return fmt.Sprintf("%d: %s", r.Status, clip(strconv.Quote(m.Content), 50))
+		return clip(strconv.Quote(m.Content), 50), true
 	}
 	calls := make([]string, 0, len(m.ToolCalls))
 	for _, tc := range m.ToolCalls {
@@ -361,5 +384,5 @@ func llmResultText(result []byte) string {
 		}
 		calls = append(calls, c)
 	}
-	return fmt.Sprintf("%d: call %s", r.Status, strings.Join(calls, ", "))
+	return "call " + strings.Join(calls, ", "), true
 }

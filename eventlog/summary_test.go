@@ -85,6 +85,8 @@ func TestSummaryValues(t *testing.T) {
 			Args: []byte(`{"body":{"messages":[{},{}]}}`), Idempotency: eventlog.SafeToRetry, Attempt: 1}, "llm POST /v1/chat/completions (2 messages)"},
 		{"LLM reply with a tool call", &eventlog.StepSucceeded{StepID: "l1", Result: llmResult},
 			"llm POST /v1/chat/completions → 200: call write_file(a.go)"},
+		{"an edited LLM reply in a fork", &eventlog.ForkCreated{At: 7, Overrides: []eventlog.StepOverride{{StepID: "l1", Result: llmResult}, {StepID: "t9", Result: []byte(`"edited"`)}}},
+			`fork of 00000000-0000-0000-0000-000000000000 at 7; llm POST /v1/chat/completions ← 200: call write_file(a.go); step t9 ← "edited"`},
 		{"cancel without a reason", &eventlog.CancelRequested{}, "no reason"},
 	} {
 		if got := steps.Summary(eventlog.Event{Data: c.ev}); got != c.want {
@@ -95,6 +97,21 @@ func TestSummaryValues(t *testing.T) {
 
 // TestPayloadJSONTags checks that every payload field has a json tag with
 // the name of its msgpack tag, so the two spellings of an event agree.
+// TestLLMReplyText: a chat completion's tool calls or text, anything else
+// as a value.
+func TestLLMReplyText(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"choices":[{"message":{"tool_calls":[{"function":{"name":"write_file","arguments":"{\"path\":\"a.go\"}"}},{"function":{"name":"done","arguments":"{}"}}]}}]}`, "call write_file(a.go), done"},
+		{`{"choices":[{"message":{"content":"all done"}}]}`, `"all done"`},
+		{`{"choices":[]}`, "choices=[]"},
+		{`plain`, `"plain"`},
+	} {
+		if got := eventlog.LLMReplyText([]byte(c.body)); got != c.want {
+			t.Errorf("LLMReplyText(%s) = %q, want %q", c.body, got, c.want)
+		}
+	}
+}
+
 func TestPayloadJSONTags(t *testing.T) {
 	types := []reflect.Type{reflect.TypeFor[eventlog.ForkSelection](), reflect.TypeFor[eventlog.StepOverride]()}
 	for _, ev := range fullEvents() {

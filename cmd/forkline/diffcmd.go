@@ -96,13 +96,16 @@ func differs(e *env) map[string]driver.Differ {
 	return out
 }
 
-// stepText is a step outcome in a table cell.
-func stepText(o *fork.StepOutcome) string {
+// stepText is a step outcome of a step of kind in a table cell: an LLM
+// reply as the tool calls or text it holds (eventlog.LLMReplyText).
+func stepText(kind eventlog.StepKind, o *fork.StepOutcome) string {
 	if o == nil {
 		return "-"
 	}
 	s := fmt.Sprintf("@%d %s", o.Seq, o.Status)
 	switch {
+	case len(o.Result) > 0 && kind == eventlog.StepLLM:
+		s += " " + eventlog.LLMReplyText(o.Result)
 	case len(o.Result) > 0:
 		s += " " + clip(string(o.Result), 40)
 	case o.Error != "":
@@ -160,10 +163,10 @@ func writeDiffTable(w io.Writer, c *fork.Comparison, res []webui.ResourceDiff) e
 	fmt.Fprintln(tw, "STEP\tA\tB\tCHANGE")
 	for _, s := range c.Steps {
 		step := string(s.Kind) + " " + s.Target
-		if args := string(s.Args); args != "null" {
+		if args := string(s.Args); args != "null" && s.Kind != eventlog.StepLLM {
 			step += " " + clip(args, 30)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", step, stepText(s.A), stepText(s.B), s.Change)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", step, stepText(s.Kind, s.A), stepText(s.Kind, s.B), s.Change)
 	}
 	if len(c.Steps) == 0 {
 		fmt.Fprintln(tw, "(no steps past the shared prefix)\t\t\t")
