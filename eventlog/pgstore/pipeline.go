@@ -26,31 +26,35 @@ import (
 // implicit transaction, so the setting holds for that commit only.
 
 // fastSQL returns the statement of a fast append: leased, under the epoch
-// in $14; otherwise admitted only while no lease is live by the database's
-// clock.
-func (s *Store) fastSQL(leased bool) string {
-	lease := ` AND lease_epoch = $14 AND NOT lease_released`
+// in $13; otherwise admitted only while no lease is live by the database's
+// clock. With states, it also inserts the index entries of $14…$25.
+func (s *Store) fastSQL(leased, states bool) string {
+	lease := ` AND lease_epoch = $13 AND NOT lease_released`
 	if !leased {
-		// $14 is 0 and unused; it keeps the parameters' numbering.
-		lease = ` AND $14::bigint = 0 AND NOT (lease_epoch > 0 AND NOT lease_released
+		// $13 is 0 and unused; it keeps the parameters' numbering.
+		lease = ` AND $13::bigint = 0 AND NOT (lease_epoch > 0 AND NOT lease_released
 			AND lease_expires_ns > (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint)`
 	}
-	return `WITH upd AS (
+	sql := `WITH upd AS (
 			UPDATE ` + s.q.executions + ` SET head = $2, status = $3, updated_ns = $4, wake_ns = $5, deadline_ns = $6,
 				dispatched = $7, parked = $8, approvals = $9
 			WHERE id = $1 AND head = $10 AND deleted_kept IS NULL` + lease + `
 			RETURNING id),
 		ev AS (
 			INSERT INTO ` + s.q.events + ` (execution, seq, record)
-			SELECT upd.id, e.seq, e.record FROM upd, unnest($11::bigint[], $12::bytea[]) AS e (seq, record)),
+			SELECT upd.id, e.seq, e.record FROM upd, unnest($11::bigint[], $12::bytea[]) AS e (seq, record))`
+	if states {
+		sql += `,
 		st AS (
 			INSERT INTO ` + s.q.states + ` (execution, key, seq, generation, in_flight, coverage_reuse, bound,
 				latest_ref, latest_at, latest_gen, diverged)
-			SELECT upd.id, r.key, r.seq, r.generation, ($13::text[])[r.lo:r.hi], r.coverage_reuse, r.bound,
+			SELECT upd.id, r.key, r.seq, r.generation, ($14::text[])[r.lo:r.hi], r.coverage_reuse, r.bound,
 				r.latest_ref, r.latest_at, r.latest_gen, r.diverged
 			FROM upd, unnest($15::text[], $16::bigint[], $17::bigint[], $18::int[], $19::int[], $20::boolean[],
 				$21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::bigint[])
-				AS r (key, seq, generation, lo, hi, coverage_reuse, bound, latest_ref, latest_at, latest_gen, diverged))
+				AS r (key, seq, generation, lo, hi, coverage_reuse, bound, latest_ref, latest_at, latest_gen, diverged))`
+	}
+	return sql + `
 		SELECT count(*) FROM upd`
 }
 
@@ -115,10 +119,13 @@ func (s *Store) appendFast(ctx context.Context, id eventlog.ID, expectedHead uin
 	}
 	args := []any{id[:], int64(status.Head), int16(status.Status), nanos(status.Updated), nanos(status.WakeAt),
 		nanos(status.Deadline), status.Dispatched, status.Parked, approvals(status.Approvals), int64(expectedHead),
-		seqs, records, nonNil(sa.flight), int64(epoch),
-		nonNil(sa.key), nonNil(sa.seq), nonNil(sa.gen), nonNil(sa.lo), nonNil(sa.hi), nonNil(sa.reuse),
-		nonNil(sa.bound), nonNil(sa.ref), nonNil(sa.latestAt), nonNil(sa.latestGen), nonNil(sa.diverg)}
-	sql := s.fastSQL(leased)
+		seqs, records, int64(epoch)}
+	states := len(sa.key) > 0
+	if states {
+		args = append(args, nonNil(sa.flight), sa.key, sa.seq, sa.gen, sa.lo, sa.hi, sa.reuse,
+			sa.bound, sa.ref, sa.latestAt, sa.latestGen, sa.diverg)
+	}
+	sql := s.fastSQL(leased, states)
 	s.fast.tried.Add(1)
 	var n int64
 	if unsynced {
