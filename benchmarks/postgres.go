@@ -157,7 +157,7 @@ func runPostgres(e *env) ([]Row, error) {
 		}
 		row := rowOf([]string{"8a", "8b"}[i], "Postgres durable append, "+label+", vs raw INSERT", fmt.Sprintf("PostgresAppend/system=forkline/writers=%d", w),
 			f, p, div, "pgstore/INSERT", "", nil, load)
-		row.Note = fmt.Sprintf("One event (a %d-byte record) per synced commit. pgstore's transaction locks the execution's row, checks head and epoch, inserts the event and updates head and status (4 round trips); the raw INSERT is one autocommitted statement. Both on pgxpool's default pool (max(4, cores) connections) to the same server.", len(rec))
+		row.Note = fmt.Sprintf("One event (a %d-byte record) per synced commit. pgstore's append is one statement and one round trip (the execution row's UPDATE of head and status, checking head and epoch in its WHERE, with the event's INSERT as a CTE on its RETURNING); the raw INSERT is one autocommitted statement. Both on pgxpool's default pool (max(4, cores) connections) to the same server.", len(rec))
 		rows = append(rows, row)
 	}
 

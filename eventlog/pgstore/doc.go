@@ -32,7 +32,15 @@
 // a lease is live), check expectedHead (ErrConflict), then write the
 // events, their index rows, the removed requests and the new head and
 // status. AppendUnsynced sets synchronous_commit = off for its
-// transaction only. Lease expiry is judged by the database's clock. The
+// transaction only. When the store made the execution's previous write
+// itself (the usual case: the lease holder appends step after step), it
+// knows the status and index folds at the expected head, and the whole
+// transaction is one statement and one round trip: the row's UPDATE, whose
+// WHERE checks head and epoch under the row lock, with the inserts as
+// data-modifying CTEs on its RETURNING (AppendUnsynced pipelines a
+// set_config before it, in the same implicit transaction). A row that does
+// not match writes nothing, and the append runs the locking transaction,
+// which says why. Lease expiry is judged by the database's clock. The
 // store's connections carry idle_in_transaction_session_timeout
 // (IdleInTransactionTimeout, unless the URL sets it), so that a process
 // paused inside a transaction does not keep its execution's row locked,
@@ -55,12 +63,16 @@
 //     = ANY($n);
 //   - INSERT … ON CONFLICT (idem_key) DO NOTHING, for idempotency keys;
 //   - UPDATE … RETURNING, for a request's number and ClaimRunnable's
-//     epochs;
+//     epochs, and data-modifying CTEs on it (WITH upd AS (UPDATE …
+//     RETURNING) INSERT … SELECT … FROM upd), for the one-statement append;
+//   - unnest of several arrays in FROM and array slices (a[lo:hi]), for
+//     that append's rows;
 //   - SELECT … FOR UPDATE OF e SKIP LOCKED, in ClaimRunnable;
 //   - clock_timestamp(), the database's clock for lease expiry;
 //   - CREATE SCHEMA / TABLE IF NOT EXISTS;
 //   - the session setting idle_in_transaction_session_timeout;
-//   - SET LOCAL synchronous_commit = off, in AppendUnsynced (Postgres
+//   - SET LOCAL synchronous_commit = off, or set_config with is_local in
+//     a pipeline's implicit transaction, in AppendUnsynced (Postgres
 //     only: CockroachDB has no asynchronous commit, and AppendUnsynced
 //     would have to be Append there);
 //   - pg_advisory_xact_lock(hashtext(…)), which serializes concurrent

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
@@ -90,18 +91,24 @@ type Store struct {
 	}
 	// lineages caches execution headers, which never change.
 	lineages sync.Map // eventlog.ID → *lineage
-	// index caches, per execution, the index fold at one head: the events
-	// up to a head never change, so the fold at (id, head) is valid as
-	// long as the head read under the row lock is that head.
+	// index caches, per execution, the index and status folds at one
+	// head: the events up to a head never change, so the folds at (id,
+	// head) are valid as long as the row's head is that head.
 	index struct {
 		sync.Mutex
 		m map[eventlog.ID]*cachedIndex
 	}
+	// fast counts appends tried in one round trip (pipeline.go) and those
+	// that wrote, for tests.
+	fast struct{ tried, wrote atomic.Uint64 }
 }
 
+// cachedIndex is an execution's folds at one head: its index and its
+// status as the row holds it (normalStatus).
 type cachedIndex struct {
-	head  uint64
-	state *eventlog.IndexState
+	head   uint64
+	state  *eventlog.IndexState
+	status eventlog.StatusState
 }
 
 var (

@@ -64,6 +64,7 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		return eventlog.ID{}, s.wrap(err, "create execution")
 	}
 	if inserted {
+		s.remember(id, &cachedIndex{head: 1, state: eventlog.NewIndexState(nil), status: normalStatus(st)})
 		return id, nil
 	}
 	return s.keyed(ctx, created)
@@ -204,9 +205,11 @@ func (s *Store) listPage(ctx context.Context, f eventlog.Filter, after eventlog.
 	return out, nil
 }
 
-// Append implements eventlog.Log: one transaction locks the execution's
-// row, checks the lease epoch and the head, and writes the events, their
-// index entries, the new status and head.
+// Append implements eventlog.Log: one transaction checks the lease epoch
+// and the head under the execution's row lock and writes the events, their
+// index entries, the new status and head. When this store made the
+// execution's previous write, that transaction is one statement and one
+// round trip (pipeline.go); otherwise it locks and reads the row first.
 func (s *Store) Append(ctx context.Context, id eventlog.ID, expectedHead uint64, events ...eventlog.Event) (uint64, error) {
 	return s.append(ctx, id, expectedHead, false, events, nil)
 }
@@ -266,11 +269,24 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		return 0, err
 	}
 	defer s.leave()
+	if take == nil {
+		c, ok, err := s.appendFast(ctx, id, expectedHead, unsynced, events, records)
+		if err != nil {
+			return 0, s.wrap(err, "execution %s: append", id)
+		}
+		if ok {
+			s.remember(id, c)
+			return c.head, nil
+		}
+	}
 	segs, err := s.lineage(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	var index *eventlog.IndexState
+	var (
+		index  *eventlog.IndexState
+		status eventlog.StatusState
+	)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if unsynced {
 			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
@@ -294,7 +310,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		if index, err = s.indexAt(ctx, tx, segs, id, head); err != nil {
 			return err
 		}
-		status := r.status.Clone()
+		status = r.status.Clone()
 		b := &pgx.Batch{}
 		for i, ev := range events {
 			b.Queue(`INSERT INTO `+s.q.events+` (execution, seq, record) VALUES ($1, $2, $3)`, id[:], int64(ev.Seq), records[i])
@@ -329,7 +345,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		return 0, s.wrap(err, "execution %s: append", id)
 	}
 	newHead := expectedHead + uint64(len(events))
-	s.cacheIndex(id, newHead, index)
+	s.remember(id, &cachedIndex{head: newHead, state: index, status: normalStatus(status)})
 	return newHead, nil
 }
 
@@ -348,10 +364,7 @@ func (s *Store) queueState(b *pgx.Batch, id eventlog.ID, st eventlog.ResourceSta
 // indexAt returns a fold of id's index as of head, from the cache or the
 // index rows. The caller may apply events to it.
 func (s *Store) indexAt(ctx context.Context, q querier, segs []segment, id eventlog.ID, head uint64) (*eventlog.IndexState, error) {
-	s.index.Lock()
-	c, ok := s.index.m[id]
-	s.index.Unlock()
-	if ok && c.head == head {
+	if c, ok := s.cached(id, head); ok {
 		return eventlog.NewIndexState(c.state.States()), nil
 	}
 	states, err := s.resourceStates(ctx, q, segs, head)
@@ -359,19 +372,6 @@ func (s *Store) indexAt(ctx context.Context, q querier, segs []segment, id event
 		return nil, err
 	}
 	return eventlog.NewIndexState(states), nil
-}
-
-// cacheIndex keeps st as id's index fold at head.
-func (s *Store) cacheIndex(id eventlog.ID, head uint64, st *eventlog.IndexState) {
-	if st == nil {
-		return
-	}
-	s.index.Lock()
-	defer s.index.Unlock()
-	if len(s.index.m) >= 4096 {
-		clear(s.index.m)
-	}
-	s.index.m[id] = &cachedIndex{head: head, state: st}
 }
 
 // Fork implements eventlog.Log. It writes the fork's row (naming parent
@@ -451,7 +451,7 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, s.wrap(err, "fork of %s at seq %d", parent, at)
 	}
-	s.cacheIndex(id, at+1, index)
+	s.remember(id, &cachedIndex{head: at + 1, state: index, status: normalStatus(status)})
 	return id, nil
 }
 
