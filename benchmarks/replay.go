@@ -247,7 +247,8 @@ func measureMemory(ctx context.Context, dir string, events int, profile io.Write
 	m := memoryFigures{events: int(rk.head)}
 
 	// The folds' own state, configured as a dispatch holds them (the
-	// replay fold without args: replay.Options.DropArgs).
+	// replay fold without args: replay.Options.DropArgs; the counter asking
+	// the replay fold which steps started: policy.NewCounterOver).
 	before := liveHeap()
 	state := replay.NewWith(replay.Options{DropArgs: true})
 	for ev, err := range rk.st.Events(ctx, rk.id, 1) {
@@ -262,7 +263,7 @@ func measureMemory(ctx context.Context, dir string, events int, profile io.Write
 	if err != nil {
 		return m, err
 	}
-	counter := policy.NewCounter()
+	counter := policy.NewCounterOver(state.Started)
 	for ev, err := range rk.st.Events(ctx, rk.id, 1) {
 		if err != nil {
 			return m, err

@@ -33,8 +33,11 @@ import (
 // A Counter is not safe for concurrent use.
 type Counter struct {
 	// started holds every StepID with a step.started, so that a terminal
-	// event without one is refused.
+	// event without one is refused; nil when startedBy answers instead.
 	started map[string]struct{}
+	// startedBy, when set, says whether a StepID has had a step.started
+	// (see [NewCounterOver]).
+	startedBy func(stepID string) bool
 	// pending holds, for each step whose newest attempt affects some key
 	// and has not reached a terminal event yet, the keys that event will
 	// count for: sorted and unique. A step that affects nothing, an LLM
@@ -55,6 +58,18 @@ func NewCounter() *Counter {
 	}
 }
 
+// NewCounterOver returns a Counter for a lineage with no events yet that
+// keeps no set of started steps of its own: started reports whether a
+// step.started of stepID has been applied, at the time a terminal event of
+// stepID is. A caller that already folds the lineage into a replay.State
+// passes its Started method (applying each event to the State first), and the Counter's state is then O(keys and steps in
+// flight) instead of O(steps). started must not be nil.
+func NewCounterOver(started func(stepID string) bool) *Counter {
+	c := NewCounter()
+	c.started, c.startedBy = nil, started
+	return c
+}
+
 // Apply folds the next event of the lineage into the counts. An event
 // without a valid payload, or a terminal step event whose StepID has no
 // earlier step.started (except an indeterminate step.failed, which then
@@ -70,7 +85,9 @@ func (c *Counter) Apply(ev eventlog.Event) error {
 	}
 	switch p := ev.Data.(type) {
 	case *eventlog.StepStarted:
-		c.started[p.StepID] = struct{}{}
+		if c.startedBy == nil {
+			c.started[p.StepID] = struct{}{}
+		}
 		counted := p.StepKind == eventlog.StepTool || p.StepKind == eventlog.StepLocal || p.StepKind == eventlog.StepChild
 		if counted && len(p.Resources) > 0 {
 			c.pending[p.StepID] = slices.Compact(slices.Sorted(slices.Values(p.Resources)))
@@ -97,7 +114,7 @@ func (c *Counter) Apply(ev eventlog.Event) error {
 // land counts the terminal event ev of step stepID if it is the first one
 // of the step's newest attempt.
 func (c *Counter) land(ev eventlog.Event, stepID string, indeterminate bool) error {
-	if _, ok := c.started[stepID]; !ok {
+	if !c.hasStarted(stepID) {
 		if indeterminate {
 			return nil
 		}
@@ -109,6 +126,15 @@ func (c *Counter) land(ev eventlog.Event, stepID string, indeterminate bool) err
 	}
 	delete(c.pending, stepID)
 	return nil
+}
+
+// hasStarted reports whether step stepID has had a step.started.
+func (c *Counter) hasStarted(stepID string) bool {
+	if c.startedBy != nil {
+		return c.startedBy(stepID)
+	}
+	_, ok := c.started[stepID]
+	return ok
 }
 
 // counting returns the keys that a terminal event of step stepID counts

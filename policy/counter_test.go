@@ -9,6 +9,7 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/internal/eventtext"
+	"github.com/forkline/forkline/replay"
 )
 
 // fold applies the events of text to a new Counter.
@@ -167,11 +168,80 @@ bound ws driver=d from=base every=3`, "ws=0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fold(t, prelude+strings.TrimPrefix(tc.events, "\n"))
+			text := prelude + strings.TrimPrefix(tc.events, "\n")
+			c := fold(t, text)
 			if got := counts(c, "ws"); got != tc.want {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
+			checkOver(t, text)
 		})
+	}
+}
+
+// checkOver folds text, event by event, into a Counter and into a
+// replay.State with a NewCounterOver asking the State (the SDK's way), and
+// checks that both counters answer the same after every event, up to an
+// event the State refuses (where the SDK stops reading).
+func checkOver(t *testing.T, text string) {
+	t.Helper()
+	evs, err := eventtext.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, rs := NewCounter(), replay.New()
+	over := NewCounterOver(rs.Started)
+	for _, ev := range evs {
+		if err := c.Apply(ev); err != nil {
+			t.Fatalf("Apply(seq %d): %v", ev.Seq, err)
+		}
+		if err := rs.Apply(ev); err != nil {
+			return
+		}
+		if err := over.Apply(ev); err != nil {
+			t.Fatalf("NewCounterOver Apply(seq %d): %v", ev.Seq, err)
+		}
+		for _, k := range []string{"ws", "db"} {
+			if got, want := counts(over, k), counts(c, k); got != want {
+				t.Fatalf("after seq %d: NewCounterOver %s, NewCounter %s", ev.Seq, got, want)
+			}
+		}
+		for _, id := range []string{"s1", "s2", "s3"} {
+			if got, want := over.DueAfter(id), c.DueAfter(id); !slices.Equal(got, want) {
+				t.Fatalf("after seq %d: DueAfter(%s): NewCounterOver %v, NewCounter %v", ev.Seq, id, got, want)
+			}
+		}
+	}
+}
+
+// A NewCounterOver refuses a terminal event of a step its started function
+// does not know, as NewCounter does, and writes nothing; an indeterminate
+// step.failed of such a step counts nothing.
+func TestCounterOverRefuses(t *testing.T) {
+	evs, err := eventtext.Parse("created agent=a\nbound ws driver=d every=1\nstarted s1 tool t affects=ws\nsucceeded s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	c := NewCounterOver(func(id string) bool { asked = append(asked, id); return false })
+	for _, ev := range evs[:3] {
+		if err := c.Apply(ev); err != nil {
+			t.Fatalf("Apply(seq %d): %v", ev.Seq, err)
+		}
+	}
+	err = c.Apply(evs[3])
+	want := `policy: seq 4: step.succeeded of step "s1", which has no step.started`
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("Apply(succeeded) = %v, want one containing %q that wraps ErrInvalid", err, want)
+	}
+	if got := counts(c, "ws"); got != "ws=0" || !slices.Equal(asked, []string{"s1"}) {
+		t.Fatalf("after the refused event: %s, started asked for %v", got, asked)
+	}
+	ind := eventlog.Event{Seq: 4, Data: &eventlog.StepFailed{StepID: "s1", Error: "lost", Indeterminate: true}}
+	if err := c.Apply(ind); err != nil {
+		t.Fatalf("Apply(indeterminate failed) = %v", err)
+	}
+	if got := counts(c, "ws"); got != "ws=0" {
+		t.Fatalf("an indeterminate failure of an unknown step counted: %s", got)
 	}
 }
 

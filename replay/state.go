@@ -599,6 +599,14 @@ func (s *State) Lookup(id string) (st Step, index int, ok bool) {
 	return s.overriddenShared(*s.order.at(i)), i, true
 }
 
+// Started reports whether the lineage holds a step.started of step id
+// (a denied step, which never started, and an override of a step the
+// lineage does not hold have none). It reads no more than one map entry.
+func (s *State) Started(id string) bool {
+	i, ok := s.steps[id]
+	return ok && s.order.at(i).Attempts > 0
+}
+
 // Len returns the number of steps the lineage holds (overrides of steps
 // it does not hold are not counted).
 func (s *State) Len() int { return s.order.n }

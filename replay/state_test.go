@@ -185,6 +185,26 @@ func TestLookups(t *testing.T) {
 	}
 }
 
+// Started answers for steps with a step.started only: not for a denied
+// step, an override of a step the lineage does not hold, or an unknown id.
+func TestStarted(t *testing.T) {
+	s, err := Fold(seqOf(mustParse(t, `created agent=a
+dispatch 1
+started s1 tool t
+denied s2 tool t
+started s3 tool t
+cancelled s3
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"s1": true, "s2": false, "s3": true, "s4": false, "": false} {
+		if got := s.Started(id); got != want {
+			t.Errorf("Started(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
 func TestFoldErrors(t *testing.T) {
 	empty, err := Fold(seqOf(nil))
 	if err != nil || dump(empty) != dump(New()) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -318,27 +319,29 @@ func simpleJSONString(b []byte) (s string, ok bool) {
 	if bytes.IndexByte(in, '\\') < 0 {
 		return string(in), true
 	}
-	out := make([]byte, 0, len(in))
+	// A Builder hands its bytes over as the string: one allocation, not two.
+	var out strings.Builder
+	out.Grow(len(in))
 	for i := 0; i < len(in); i++ {
 		c := in[i]
 		if c != '\\' {
-			out = append(out, c)
+			out.WriteByte(c)
 			continue
 		}
 		i++
 		switch in[i] {
 		case '"', '\\', '/':
-			out = append(out, in[i])
+			out.WriteByte(in[i])
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
 			if i+4 >= len(in) {
 				return "", false
@@ -347,11 +350,11 @@ func simpleJSONString(b []byte) (s string, ok bool) {
 			if err != nil || r >= 0xD800 && r < 0xE000 {
 				return "", false
 			}
-			out = utf8.AppendRune(out, rune(r))
+			out.WriteRune(rune(r))
 			i += 4
 		default:
 			return "", false
 		}
 	}
-	return string(out), true
+	return out.String(), true
 }

@@ -418,11 +418,13 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 		id:           id,
 		state:        replay.NewWith(replay.Options{DropArgs: true}), // args are read from the log when an error quotes them
 		cov:          coverage.New(),
-		counter:      policy.NewCounter(),
 		occ:          make(map[[16]byte]uint64),
 		consumedOver: make(map[string]bool),
 		res:          make(map[string]*bound),
 	}
+	// The counter asks the replay state, which apply folds first, whether
+	// a step started, instead of keeping a second set of every StepID.
+	d.counter = policy.NewCounterOver(d.state.Started)
 	edited := false
 	for ev, err := range k.log.Events(ctx, id, 1) {
 		if err != nil {

@@ -129,36 +129,56 @@ func (t *Tool[A, R]) Call(ctx context.Context, args A) (R, error) {
 	if err != nil {
 		return zero, fmt.Errorf("%w: tool %q: args do not encode: %v", ErrInvalid, t.name, err)
 	}
-	return doTyped(ctx, d, call{
+	// One closure, the body itself, rather than doTyped's wrapper around a
+	// closure of t.fn: replayed calls never run it, but pay for building it.
+	return doDecoded[R](ctx, d, call{
 		kind: eventlog.StepTool, target: t.name, args: enc, affects: t.opts.affects, idem: t.opts.idem,
 		retry: t.opts.retry, timeout: t.opts.timeout,
-	}, func(ctx context.Context) (R, error) { return t.fn(ctx, args) })
+		body: func(ctx context.Context) ([]byte, error) { return encodeResult(t.fn(ctx, args)) },
+	})
 }
 
 // doTyped runs c with fn as its body, encoding fn's result for the log and
 // decoding the recorded result (live or replayed alike) into R.
 func doTyped[R any](ctx context.Context, d *dispatch, c call, fn func(context.Context) (R, error)) (R, error) {
-	var zero R
-	c.body = func(ctx context.Context) ([]byte, error) {
-		r, err := fn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		b, err := encodeValue(r)
-		if err != nil {
-			return nil, fmt.Errorf("result does not encode: %w", err)
-		}
-		return b, nil
+	c.body = func(ctx context.Context) ([]byte, error) { return encodeResult(fn(ctx)) }
+	return doDecoded[R](ctx, d, c)
+}
+
+// encodeResult encodes a body's result for the log, or passes its error on.
+func encodeResult[R any](r R, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
 	}
+	b, err := encodeValue(r)
+	if err != nil {
+		return nil, fmt.Errorf("result does not encode: %w", err)
+	}
+	return b, nil
+}
+
+// doDecoded runs c, whose body encodes an R, and decodes the recorded
+// result (live or replayed alike) into R.
+func doDecoded[R any](ctx context.Context, d *dispatch, c call) (R, error) {
+	var zero R
 	res, err := d.do(ctx, c)
 	if err != nil {
 		return zero, err
 	}
 	var out R
-	if err := decodeValue(res, &out); err != nil {
-		return zero, fmt.Errorf("sdk: %s %q: recorded result %.200s does not decode into %T: %w", c.kind, c.target, res, out, err)
+	if p, ok := any(&out).(*string); ok {
+		// decodeValue's own fast path, without handing &out to it: out then
+		// stays off the heap.
+		if s, ok := simpleJSONString(res); ok {
+			*p = s
+			return out, nil
+		}
 	}
-	return out, nil
+	o := new(R)
+	if err := decodeValue(res, o); err != nil {
+		return zero, fmt.Errorf("sdk: %s %q: recorded result %.200s does not decode into %T: %w", c.kind, c.target, res, *o, err)
+	}
+	return *o, nil
 }
 
 // Step runs fn as a local step named name: recorded the first time, replayed
