@@ -52,3 +52,15 @@ func PebbleFatal(s *Store, cause error) error {
 
 // ChunkPol is the store's Rabin polynomial.
 const ChunkPol = chunkPol
+
+// SyncProves reports whether the undamaged write-ahead log data of file
+// name holds a valid chunk past byte off that says the log was synced
+// beyond off: what checkWAL needs to tell damage at off from a torn write.
+func SyncProves(data []byte, name string, off int64) bool {
+	num, ok := walNum(name)
+	if !ok {
+		return false
+	}
+	_, _, found := syncedPast(data, uint32(num), off)
+	return found
+}
