@@ -211,6 +211,25 @@ type rawStore struct {
 	db *pebble.DB
 }
 
+// rawCopy opens a raw store in dir holding a copy of execution id's
+// lineage of log, which must have head events: the baseline that replay
+// scenarios scan and decode.
+func rawCopy(ctx context.Context, dir string, log eventlog.Log, id eventlog.ID, head uint64) (*rawStore, error) {
+	raw, err := openRaw(dir)
+	if err != nil {
+		return nil, err
+	}
+	n, err := raw.copyFrom(ctx, log, id)
+	if err == nil && uint64(n) != head {
+		err = fmt.Errorf("%w: raw copy has %d events, the execution %d", errCheck, n, head)
+	}
+	if err != nil {
+		_ = raw.Close()
+		return nil, err
+	}
+	return raw, nil
+}
+
 func openRaw(dir string) (*rawStore, error) {
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
 	if err != nil {

@@ -157,18 +157,11 @@ func runReplay(e *env) ([]Row, error) {
 		return nil, err
 	}
 	defer rk.Close()
-	raw, err := openRaw(filepath.Join(dir, "raw"))
+	raw, err := rawCopy(e.ctx, filepath.Join(dir, "raw"), rk.st, rk.id, rk.head)
 	if err != nil {
 		return nil, err
 	}
 	defer raw.Close()
-	n, err := raw.copyFrom(e.ctx, rk.st, rk.id)
-	if err != nil {
-		return nil, err
-	}
-	if uint64(n) != rk.head {
-		return nil, fmt.Errorf("%w: raw copy has %d events, the execution %d", errCheck, n, rk.head)
-	}
 	var mallocs, steps, rawMallocs, rawScans uint64
 	rates, load, err := e.interleave(
 		contestant{"forkline Run replaying every step", rk.replayOp(e.ctx, &mallocs, &steps)},

@@ -132,18 +132,11 @@ func runResume(e *env) ([]Row, error) {
 		return nil, err
 	}
 	defer rk.Close()
-	raw, err := openRaw(filepath.Join(dir, "raw"))
+	raw, err := rawCopy(e.ctx, filepath.Join(dir, "raw"), rk.st, rk.id, rk.head)
 	if err != nil {
 		return nil, err
 	}
 	defer raw.Close()
-	n, err := raw.copyFrom(e.ctx, rk.st, rk.id)
-	if err != nil {
-		return nil, err
-	}
-	if uint64(n) != rk.head {
-		return nil, fmt.Errorf("%w: raw copy has %d events, the execution %d", errCheck, n, rk.head)
-	}
 	parent := func() (eventlog.ID, error) { return rk.id, nil }
 	forked := func() (eventlog.ID, error) {
 		head, err := rk.st.Head(e.ctx, rk.id)
