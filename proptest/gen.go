@@ -200,8 +200,12 @@ func (k *kernelState) apply(ev eventlog.Event) {
 		k.status = done
 	case *eventlog.ForkCreated:
 		for _, s := range p.Selections {
+			// The books track physical coverage (what decides captures): a
+			// selection reported uncovered only because of a fork.diverged
+			// still restores exactly the checkpoint of the current
+			// generation the prefix holds, so the prefix's books stand.
 			r := k.res[s.Key]
-			r.own, r.covered, r.sel = false, s.Covered, s
+			r.own, r.covered, r.sel = false, s.Covered || r.covered, s
 		}
 		k.status, k.parked = idle, false
 		k.forkAt, k.newInput, k.diverged = p.At, k.newInput || len(p.Input) > 0, false
