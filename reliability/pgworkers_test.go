@@ -59,7 +59,8 @@ const (
 const (
 	markAppendRefused = "append-refused" // an append was refused with eventlog.ErrLeaseLost
 	markLeaseLost     = "lease-lost"     // the kernel logged that a renewal found its lease lost
-	markOutage        = "outage"         // Serve or List failed on the store; the worker retries
+	markOutage        = "outage"         // Serve or List failed on the store; both retry
+	markServeFailed   = "serve-failed"   // Serve returned an error no retry mends
 )
 
 func pgExecutions() int {
@@ -306,6 +307,9 @@ func (h *harness) pgRestart(t *testing.T, n int, exp *expectation, rng *rand.Ran
 		}
 		if w.count(markOutage) == 0 {
 			t.Errorf("worker %d did not report the outage: %s", i, w.summary())
+		}
+		if w.count(markServeFailed) != 0 {
+			t.Errorf("worker %d: Serve gave up during the outage instead of retrying: %s", i, w.summary())
 		}
 		t.Logf("worker %d reported the outage %d times", i, w.count(markOutage))
 	}
@@ -620,6 +624,9 @@ func (h *markHandler) Handle(_ context.Context, r slog.Record) error {
 	if strings.Contains(r.Message, "lease lost") {
 		h.mark(markLeaseLost)
 	}
+	if strings.Contains(r.Message, "the store failed") {
+		h.mark(markOutage) // Serve retries on its own
+	}
 	return nil
 }
 
@@ -628,9 +635,9 @@ func (h *markHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *markHandler) WithGroup(string) slog.Handler { return h }
 
 // pgWorkerMain is a Postgres worker child: it starts cfg.Serve executions
-// with their keys (finding those another worker started), runs Serve —
-// again after every failure of the store, reporting the outage — until
-// List shows every one of them ended, and returns.
+// with their keys (finding those another worker started) and runs Serve
+// (which retries the store through the outage, each failure reported by
+// markHandler) until List shows every one of them ended, and returns.
 func pgWorkerMain(cfg childConfig, mark func(string)) int {
 	ctx := context.Background()
 	store, err := pgstore.Open(ctx, cfg.Postgres)
@@ -670,18 +677,11 @@ func pgWorkerMain(cfg childConfig, mark func(string)) int {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		for {
-			err := k.Serve(sctx, sdk.Concurrency(cfg.Concurrency), sdk.PollEvery(50*time.Millisecond))
-			if sctx.Err() != nil {
-				return
-			}
-			mark(markOutage)
+		err := k.Serve(sctx, sdk.Concurrency(cfg.Concurrency), sdk.PollEvery(50*time.Millisecond))
+		if sctx.Err() == nil {
+			// Serve ends early only on an error no retry mends.
+			mark(markServeFailed)
 			fmt.Fprintln(os.Stderr, "worker: serve:", err)
-			select {
-			case <-sctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
 		}
 	}()
 	timeout := time.After(serveTimeout)

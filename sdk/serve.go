@@ -17,7 +17,12 @@ type ServeOption func(*serveOptions) error
 type serveOptions struct {
 	concurrency int
 	poll        time.Duration
+	giveUpAfter time.Duration // 0: retry the store until ctx ends
 }
+
+// maxServeBackoff bounds the wait between Serve's attempts to reach a
+// failing store.
+const maxServeBackoff = 5 * time.Second
 
 // Concurrency lets Serve run up to n executions at once (default 8).
 func Concurrency(n int) ServeOption {
@@ -43,6 +48,19 @@ func PollEvery(d time.Duration) ServeOption {
 	}
 }
 
+// GiveUpAfter makes Serve return the store's error once the store has failed
+// every attempt for d (by default Serve retries a failing store until ctx
+// ends; see Serve).
+func GiveUpAfter(d time.Duration) ServeOption {
+	return func(o *serveOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: give-up time %v; it must be positive", ErrInvalid, d)
+		}
+		o.giveUpAfter = d
+		return nil
+	}
+}
+
 // Serve runs, until ctx ends, every runnable execution of the agents
 // registered in this kernel (DESIGN §9): pending ones, interrupted ones
 // (running with no live owner — after a crash, all of them), and waiting
@@ -50,10 +68,18 @@ func PollEvery(d time.Duration) ServeOption {
 // started. Each is run by Run, so another kernel's live lease keeps it out.
 // This is how a runtime recovers after a crash: Open, Register, Serve.
 //
+// A store that fails (a network cut, a database restart) does not stop
+// Serve: it logs the error at Warn and tries again, waiting from the poll
+// interval up to 5 s between attempts, until the store answers — the runs
+// the outage cut short are then found and resumed like any interrupted
+// run. Only an error no retry can mend ends it: a closed log
+// (eventlog.ErrClosed), a corrupt one (eventlog.ErrCorrupt) or invalid
+// input (eventlog.ErrInvalid); and GiveUpAfter bounds how long it retries.
+//
 // Serve returns when ctx ends, after the runs it started have returned
 // (their dispatches stop with ctx and the executions stay resumable); the
-// error is ctx's unless a listing of the store failed. A run's own failure
-// is the execution's, recorded in the log, not Serve's.
+// error is then ctx's. A run's own failure is the execution's, recorded in
+// the log, not Serve's.
 func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 	o := serveOptions{concurrency: 8, poll: 250 * time.Millisecond}
 	for _, opt := range opts {
@@ -93,19 +119,16 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 		}()
 	}
 	claimer, _ := k.log.(eventlog.Claimer)
+	var out outage
 	for {
+		var err error
 		if claimer != nil {
 			// The store finds and claims what to run in one short
 			// transaction (FOR UPDATE SKIP LOCKED on Postgres): kernels
 			// sharing it never wait on each other or claim one twice.
 			// Only this loop fills slots, so they stay free until used.
-			leases, err := claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return fmt.Errorf("sdk: serve: %w", err)
-			}
+			var leases []eventlog.Lease
+			leases, err = claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
 			for _, l := range leases {
 				slots <- struct{}{}
 				start(l.ID, func() error {
@@ -113,8 +136,29 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 					return err
 				})
 			}
-		} else if err := k.serveListed(ctx, &mu, running, slots, start); err != nil {
-			return err
+		} else {
+			err = k.serveListed(ctx, &mu, running, slots, start)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			wait, stop := out.failed(err, o, time.Now())
+			if stop {
+				return fmt.Errorf("sdk: serve: %w", err)
+			}
+			k.logger.Warn("forkline: serve: the store failed; retrying", "error", err.Error(),
+				"attempt", out.attempts, "retry_in", wait)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if out.attempts > 0 {
+			k.logger.Info("forkline: serve: the store answers again", "failed_attempts", out.attempts)
+			out = outage{}
 		}
 		select {
 		case <-ctx.Done():
@@ -125,6 +169,33 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 	}
 }
 
+// outage counts Serve's failed attempts to reach the store since it last
+// answered.
+type outage struct {
+	since    time.Time // the first failure
+	attempts int
+	wait     time.Duration
+}
+
+// failed records a failed attempt at now and says how long to wait before
+// the next, or that Serve must stop: err cannot be mended by retrying, or
+// the store has failed for the GiveUpAfter time.
+func (o *outage) failed(err error, opts serveOptions, now time.Time) (time.Duration, bool) {
+	if errors.Is(err, eventlog.ErrClosed) || errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrInvalid) {
+		return 0, true
+	}
+	if o.attempts == 0 {
+		o.since, o.wait = now, opts.poll
+	} else {
+		o.wait = min(2*o.wait, max(opts.poll, maxServeBackoff))
+	}
+	o.attempts++
+	if opts.giveUpAfter > 0 && now.Sub(o.since) >= opts.giveUpAfter {
+		return 0, true
+	}
+	return o.wait, false
+}
+
 // serveListed starts a run of every runnable execution that this Serve
 // does not run yet, as slots free up: for a store without a Claimer, each
 // run claims its execution itself, and ErrBusy means another kernel won.
@@ -132,10 +203,7 @@ func (k *Kernel) serveListed(ctx context.Context, mu *sync.Mutex, running map[ev
 	start func(eventlog.ID, func() error)) error {
 	ids, err := k.runnable(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("sdk: serve: %w", err)
+		return err
 	}
 	for _, id := range ids {
 		mu.Lock()

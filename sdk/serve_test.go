@@ -1,0 +1,179 @@
+package sdk_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/sdk"
+)
+
+// failingList is a store whose List fails while fails is positive (each
+// failure uses one), with err, or always when forever is set.
+type failingList struct {
+	eventlog.IndexedLog
+	err     error
+	fails   atomic.Int64
+	forever bool
+}
+
+func (f *failingList) List(ctx context.Context, flt eventlog.Filter) iter.Seq2[eventlog.Info, error] {
+	if f.forever || f.fails.Add(-1) >= 0 {
+		return func(yield func(eventlog.Info, error) bool) { yield(eventlog.Info{}, f.err) }
+	}
+	return f.IndexedLog.List(ctx, flt)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger used by several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// serveLines returns the "forkline: serve:" lines logged, without times.
+func serveLines(buf *syncBuffer) []string {
+	var out []string
+	for line := range strings.SplitSeq(buf.String(), "\n") {
+		if strings.Contains(line, "forkline: serve:") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func textLogger(w *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+func registerDouble(k *sdk.Kernel) {
+	_, _ = sdk.Register(k, "double", func(ctx context.Context, n int) (int, error) {
+		return sdk.Step(ctx, "double", func(context.Context) (int, error) { return 2 * n, nil })
+	})
+}
+
+// TestServeRetriesAFailingStore: a store that fails four times in a row
+// does not stop Serve: it logs each failure at Warn with a doubling wait,
+// logs that the store answers again, and runs what was waiting, which
+// appends exactly one dispatch.
+func TestServeRetriesAFailingStore(t *testing.T) {
+	ctx := context.Background()
+	store := &failingList{IndexedLog: newStore(t), err: errors.New("connection reset by peer")}
+	var logs syncBuffer
+	k := newKernel(t, store, registerDouble, sdk.WithLogger(textLogger(&logs)))
+	id, err := k.Start(ctx, "double", 21)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.fails.Store(4)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- k.Serve(sctx, sdk.PollEvery(time.Millisecond)) }()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	res, err := k.Wait(wctx, id)
+	cancel()
+	if err != nil || string(res.Output) != "42" {
+		t.Fatalf("Wait = %+v, %v; want 42", res, err)
+	}
+	stop()
+	if err := <-served; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Serve returned %v, want context.Canceled", err)
+	}
+	want := []string{
+		`level=WARN msg="forkline: serve: the store failed; retrying" error="connection reset by peer" attempt=1 retry_in=1ms`,
+		`level=WARN msg="forkline: serve: the store failed; retrying" error="connection reset by peer" attempt=2 retry_in=2ms`,
+		`level=WARN msg="forkline: serve: the store failed; retrying" error="connection reset by peer" attempt=3 retry_in=4ms`,
+		`level=WARN msg="forkline: serve: the store failed; retrying" error="connection reset by peer" attempt=4 retry_in=8ms`,
+		`level=INFO msg="forkline: serve: the store answers again" failed_attempts=4`,
+	}
+	if diff := cmp.Diff(want, serveLines(&logs)); diff != "" {
+		t.Fatalf("Serve's log lines (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"created double", "dispatch 1", "started local double", "succeeded", "completed"},
+		describeAll(events(t, k, id))); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestServeStopsOnErrorsRetriesCannotMend: a closed, corrupt or refusing
+// store ends Serve at once with that error, and nothing is appended.
+func TestServeStopsOnErrorsRetriesCannotMend(t *testing.T) {
+	for _, cause := range []error{eventlog.ErrClosed, eventlog.ErrCorrupt, eventlog.ErrInvalid} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			ctx := context.Background()
+			store := &failingList{IndexedLog: newStore(t), err: fmt.Errorf("list: %w", cause), forever: true}
+			var logs syncBuffer
+			k := newKernel(t, store, registerDouble, sdk.WithLogger(textLogger(&logs)))
+			id, err := k.Start(ctx, "double", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			err = k.Serve(tctx, sdk.PollEvery(time.Millisecond))
+			if !errors.Is(err, cause) || !strings.HasPrefix(err.Error(), "sdk: serve: list: ") {
+				t.Fatalf("Serve = %v, want sdk: serve: wrapping %v", err, cause)
+			}
+			if lines := serveLines(&logs); len(lines) != 0 {
+				t.Fatalf("Serve retried: %q", lines)
+			}
+			if diff := cmp.Diff([]string{"created double"}, describeAll(events(t, k, id))); diff != "" {
+				t.Fatalf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestServeGiveUpAfter: with GiveUpAfter, a store that keeps failing ends
+// Serve with its error once the time has passed, after retrying meanwhile.
+func TestServeGiveUpAfter(t *testing.T) {
+	ctx := context.Background()
+	down := errors.New("connection refused")
+	store := &failingList{IndexedLog: newStore(t), err: down, forever: true}
+	var logs syncBuffer
+	k := newKernel(t, store, registerDouble, sdk.WithLogger(textLogger(&logs)))
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := k.Serve(tctx, sdk.PollEvery(time.Millisecond), sdk.GiveUpAfter(30*time.Millisecond))
+	if !errors.Is(err, down) || tctx.Err() != nil {
+		t.Fatalf("Serve = %v, want the store's error before the test's timeout", err)
+	}
+	if lines := serveLines(&logs); len(lines) < 2 {
+		t.Fatalf("Serve gave up after %d attempts, want it to retry first: %q", len(lines), lines)
+	}
+	for _, d := range []time.Duration{0, -time.Second} {
+		if err := k.Serve(ctx, sdk.GiveUpAfter(d)); !errors.Is(err, sdk.ErrInvalid) {
+			t.Fatalf("GiveUpAfter(%v) = %v, want ErrInvalid", d, err)
+		}
+	}
+}
