@@ -277,13 +277,6 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 	return k.runOwned(ctx, id, lease)
 }
 
-// runClaimed is Run of an execution whose lease a Claimer gave this
-// kernel: it keeps the lease (renewing it) for the dispatch.
-func (k *Kernel) runClaimed(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease) (*Result, error) {
-	ctx, release := k.keep(ctx, leaser, lease)
-	defer release()
-	return k.runOwned(ctx, lease.ID, lease)
-}
 
 // runOwned runs one dispatch of id, which this kernel owns.
 func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Lease) (*Result, error) {
@@ -365,15 +358,17 @@ func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, even
 	if err != nil {
 		return nil, eventlog.Lease{}, nil, err
 	}
-	lctx, release := k.keep(ctx, leaser, lease)
-	return lctx, lease, release, nil
+	lctx, end := k.keep(ctx, leaser, lease)
+	return lctx, lease, func() { k.release(ctx, leaser, end()) }, nil
 }
 
-// keep holds lease for one Run: it renews it every third of the TTL until
-// release. The returned context carries the lease's epoch and is cancelled,
-// with a cause wrapping eventlog.ErrLeaseLost, if a renewal finds the lease
-// taken over. release stops the renewals and releases the lease.
-func (k *Kernel) keep(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease) (context.Context, func()) {
+// keep holds lease for one dispatch: it renews it every third of the TTL
+// until end. The returned context carries the lease's epoch and is
+// cancelled, with a cause wrapping eventlog.ErrLeaseLost, if a renewal
+// finds the lease taken over. end stops the renewals and returns the lease
+// as last renewed, still held: the caller releases it, or runs another
+// dispatch under it.
+func (k *Kernel) keep(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease) (context.Context, func() eventlog.Lease) {
 	id := lease.ID
 	lctx, cancel := context.WithCancelCause(eventlog.WithEpoch(ctx, lease.Epoch))
 	stop := make(chan struct{})
@@ -402,13 +397,19 @@ func (k *Kernel) keep(ctx context.Context, leaser eventlog.Leaser, lease eventlo
 			}
 		}
 	}()
-	return lctx, func() {
+	return lctx, func() eventlog.Lease {
 		close(stop)
 		<-done
 		cancel(nil)
-		_ = leaser.Release(context.WithoutCancel(ctx), lease)
-		k.notify() // a Serve may run what this owner leaves behind
+		return lease
 	}
+}
+
+// release ends lease, so that another owner may claim its execution at
+// once; a release that fails leaves the lease to expire.
+func (k *Kernel) release(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease) {
+	_ = leaser.Release(context.WithoutCancel(ctx), lease)
+	k.notify() // a Serve may run what this owner leaves behind
 }
 
 // load folds id's lineage into a new dispatch.

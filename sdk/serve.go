@@ -131,13 +131,10 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 			leases, err = claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
 			for _, l := range leases {
 				slots <- struct{}{}
-				start(l.ID, func() error {
-					_, err := k.runClaimed(ctx, claimer, l)
-					return err
-				})
+				start(l.ID, func() error { return k.runLeased(ctx, claimer, l, o) })
 			}
 		} else {
-			err = k.serveListed(ctx, &mu, running, slots, start)
+			err = k.serveListed(ctx, &o, &mu, running, slots, start)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -181,7 +178,7 @@ type outage struct {
 // the next, or that Serve must stop: err cannot be mended by retrying, or
 // the store has failed for the GiveUpAfter time.
 func (o *outage) failed(err error, opts serveOptions, now time.Time) (time.Duration, bool) {
-	if errors.Is(err, eventlog.ErrClosed) || errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrInvalid) {
+	if mendless(err) {
 		return 0, true
 	}
 	if o.attempts == 0 {
@@ -199,7 +196,7 @@ func (o *outage) failed(err error, opts serveOptions, now time.Time) (time.Durat
 // serveListed starts a run of every runnable execution that this Serve
 // does not run yet, as slots free up: for a store without a Claimer, each
 // run claims its execution itself, and ErrBusy means another kernel won.
-func (k *Kernel) serveListed(ctx context.Context, mu *sync.Mutex, running map[eventlog.ID]bool, slots chan struct{},
+func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, mu *sync.Mutex, running map[eventlog.ID]bool, slots chan struct{},
 	start func(eventlog.ID, func() error)) error {
 	ids, err := k.runnable(ctx)
 	if err != nil {
@@ -218,11 +215,91 @@ func (k *Kernel) serveListed(ctx context.Context, mu *sync.Mutex, running map[ev
 			return ctx.Err()
 		}
 		start(id, func() error {
-			_, err := k.Run(ctx, id)
-			return err
+			leaser, ok := k.log.(eventlog.Leaser)
+			if !ok {
+				_, err := k.Run(ctx, id)
+				return err
+			}
+			l, err := leaser.Claim(ctx, id, k.owner, k.leaseTTL)
+			if errors.Is(err, eventlog.ErrLeaseHeld) {
+				return fmt.Errorf("%w: %w", ErrBusy, err)
+			}
+			if err != nil {
+				return err
+			}
+			return k.runLeased(ctx, leaser, l, *o)
 		})
 	}
 	return nil
+}
+
+// runLeased runs dispatches of lease's execution under that lease. When a
+// dispatch stops on an error of the store (an outage cut it short) rather
+// than by ending, parking, losing the lease or ctx ending, Serve keeps the
+// lease instead of releasing it: it renews it as soon as the store answers
+// and runs the next dispatch itself. No other owner can have held the
+// execution in between, so its resources that open only for this owner
+// (DESIGN §11) reopen, where a takeover would have had to restore them
+// from a checkpoint or fail with resource_unavailable. A lease found taken
+// over, or an error no retry mends, ends it.
+func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease, o serveOptions) error {
+	for {
+		lctx, end := k.keep(ctx, leaser, lease)
+		_, err := k.runOwned(lctx, lease.ID, lease)
+		lease = end()
+		if !k.resumable(ctx, err) {
+			k.release(ctx, leaser, lease)
+			return err
+		}
+		var out outage
+		for {
+			wait, stop := out.failed(err, o, time.Now())
+			if stop {
+				k.release(ctx, leaser, lease)
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				k.release(ctx, leaser, lease)
+				return err
+			case <-time.After(wait):
+			}
+			renewed, rerr := leaser.Renew(context.WithoutCancel(ctx), lease, k.leaseTTL)
+			if rerr == nil {
+				lease = renewed
+				break
+			}
+			if errors.Is(rerr, eventlog.ErrLeaseLost) {
+				return err // another owner took it: nothing of ours to release
+			}
+			err = rerr
+		}
+		k.logger.Info("forkline: serve: resuming under the same lease after a store error",
+			"execution", lease.ID.String(), "owner", k.owner, "epoch", lease.Epoch, "failed_attempts", out.attempts)
+	}
+}
+
+// resumable reports whether a dispatch that returned err stopped on an
+// error of the store that a later dispatch under the same lease may get
+// past: not a recorded end, a park, a lost lease or ctx ending, and not an
+// error no retry mends.
+func (k *Kernel) resumable(ctx context.Context, err error) bool {
+	var ee *ExecutionError
+	var ce *CancelledError
+	switch {
+	case err == nil, ctx.Err() != nil,
+		errors.As(err, &ee), errors.As(err, &ce),
+		errors.Is(err, ErrWaiting), errors.Is(err, ErrCancelled), errors.Is(err, ErrBusy),
+		errors.Is(err, eventlog.ErrLeaseLost), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	return !errors.Is(err, eventlog.ErrNotFound) && !mendless(err)
+}
+
+// mendless reports whether err is one no retry mends: a closed log, a
+// corrupt one, or input the store refuses.
+func mendless(err error) bool {
+	return errors.Is(err, eventlog.ErrClosed) || errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrInvalid)
 }
 
 // agentNames lists the registered agents.

@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/internal/testdriver"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -175,5 +177,115 @@ func TestServeGiveUpAfter(t *testing.T) {
 		if err := k.Serve(ctx, sdk.GiveUpAfter(d)); !errors.Is(err, sdk.ErrInvalid) {
 			t.Fatalf("GiveUpAfter(%v) = %v, want ErrInvalid", d, err)
 		}
+	}
+}
+
+// outageStore is a Pebble store (its Leaser and Inbox included) whose
+// appends of a step.succeeded fail with a transient error failN times once
+// skip of them have been written: an outage that cuts a tool's dispatch
+// after its body ran.
+type outageStore struct {
+	*pebblestore.Store
+	mu            sync.Mutex
+	skip, failN   int
+	succeededSeen int
+}
+
+var errReset = errors.New("connection reset by peer")
+
+func (s *outageStore) down(evs []eventlog.Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range evs {
+		if _, ok := ev.Data.(*eventlog.StepSucceeded); !ok {
+			continue
+		}
+		if s.succeededSeen >= s.skip && s.failN > 0 {
+			s.failN--
+			return true
+		}
+		s.succeededSeen++
+	}
+	return false
+}
+
+func (s *outageStore) Append(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
+	if s.down(evs) {
+		return 0, errReset
+	}
+	return s.Store.Append(ctx, id, head, evs...)
+}
+
+func (s *outageStore) AppendUnsynced(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
+	if s.down(evs) {
+		return 0, errReset
+	}
+	return s.Store.AppendUnsynced(ctx, id, head, evs...)
+}
+
+// TestServeKeepsItsLeaseThroughAStoreError: a dispatch cut short by a store
+// error while a tool that affects a non-portable resource is in flight (the
+// head uncovered) is resumed by the same Serve under the same lease, which
+// it never released: another kernel serving the same store never gets it
+// (a takeover would have failed it with resource_unavailable), and each
+// resumed dispatch reopens the binding instead of binding anew.
+func TestServeKeepsItsLeaseThroughAStoreError(t *testing.T) {
+	ctx := context.Background()
+	pebble := newStore(t)
+	drv := testdriver.New().WithoutPortable()
+	// touch 3's step.succeeded fails twice: two dispatches are cut short.
+	store := &outageStore{Store: pebble, skip: 2, failN: 2}
+	var logs syncBuffer
+	a := newKernel(t, store, hostsAgent(drv), sdk.WithOwner("a"), sdk.WithLogger(textLogger(&logs)))
+	b := newKernel(t, pebble, hostsAgent(drv), sdk.WithOwner("b"))
+	id, err := a.Start(ctx, "h", none{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 2)
+	go func() { served <- a.Serve(sctx, sdk.PollEvery(time.Millisecond)) }()
+	// b serves too, once a holds the execution: from then on only a
+	// release would let b have it.
+	for deadline := time.Now().Add(10 * time.Second); len(events(t, a, id)) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a never started a dispatch")
+		}
+	}
+	go func() { served <- b.Serve(sctx, sdk.PollEvery(time.Millisecond)) }()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	res, err := a.Wait(wctx, id)
+	cancel()
+	if err != nil || string(res.Output) != `"ok"` {
+		t.Fatalf("Wait = %+v, %v", res, err)
+	}
+	stop()
+	for range 2 {
+		if err := <-served; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Serve returned %v", err)
+		}
+	}
+	evs := events(t, a, id)
+	want := []string{"created h", "dispatch 1", "bound ws every=1", "captured ws baseline gen=1",
+		"started tool touch affects=ws", "succeeded", "captured ws steps gen=2",
+		"started tool touch affects=ws at_most_once", "succeeded", "captured ws steps gen=3",
+		"started tool touch affects=ws",                         // touch 3: its succeeded is refused
+		"dispatch 2", "started tool touch affects=ws attempt=2", // refused again
+		"dispatch 3", "started tool touch affects=ws attempt=3", "succeeded", "captured ws steps gen=6",
+		"completed"}
+	if diff := cmp.Diff(want, describeAll(evs)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	for _, ev := range evs {
+		if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok && (ds.Owner != "a" || ds.Epoch != 1) {
+			t.Fatalf("dispatch %d by %q under epoch %d; want every dispatch by a under its first lease", ds.Dispatch, ds.Owner, ds.Epoch)
+		}
+	}
+	if creates, opens, _ := drv.Counts(); creates != 1 || opens != 2 {
+		t.Fatalf("the driver created %d and opened %d resources; want 1 created, reopened by each resumed dispatch", creates, opens)
+	}
+	if n := strings.Count(logs.String(), "forkline: serve: resuming under the same lease after a store error"); n != 2 {
+		t.Fatalf("logged %d resumptions, want 2:\n%s", n, logs.String())
 	}
 }
