@@ -277,7 +277,6 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 	return k.runOwned(ctx, id, lease)
 }
 
-
 // runOwned runs one dispatch of id, which this kernel owns.
 func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Lease) (*Result, error) {
 
