@@ -11,6 +11,7 @@ import (
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/fork"
+	"github.com/forkline/forkline/replay"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -318,5 +319,127 @@ func TestDiffJSON(t *testing.T) {
 		`"a":{"seq":6,"status":"succeeded","result":"a"},"b":{"seq":6,"status":"succeeded","result":"edited","overridden":true}}`
 	if string(b) != want {
 		t.Errorf("JSON of a changed step:\n got %s\nwant %s", b, want)
+	}
+}
+
+// TestDiffEdgesOfAlignment checks the exact Diff of a parent P and two
+// forks at the terminal event of P's first step: Y, not edited, and X,
+// which overrides that step and a later one it does not hold yet and runs
+// a step of its own. A step whose last event is the fork point is in the
+// prefix; an override X does not hold is aligned with P's step, taking its
+// kind, target and args; X's own step is placed before it on either side;
+// an LLM call shows its response body. DESIGN §12 "Diff".
+func TestDiffEdgesOfAlignment(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	started := func(id string, k eventlog.StepKind, target, args string) *eventlog.StepStarted {
+		return &eventlog.StepStarted{StepID: id, StepKind: k, Target: target, Args: []byte(args),
+			Idempotency: eventlog.SafeToRetry, Attempt: 1}
+	}
+	body := `{"choices":[]}`
+	llmResult, err := json.Marshal(struct {
+		Status int    `json:"status"`
+		Body   []byte `json:"body"`
+	}{200, []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []eventlog.Event
+	for i, p := range []eventlog.Payload{
+		&eventlog.ExecutionCreated{Agent: "a", Input: []byte(`"in"`)},
+		&eventlog.DispatchStarted{Dispatch: 1},
+		started("s1", eventlog.StepTool, "write_file", `{"path":"s1"}`),
+		&eventlog.StepSucceeded{StepID: "s1", Result: []byte(`"a"`)},
+		started("s2", eventlog.StepTool, "write_file", `{"path":"s2"}`),
+		&eventlog.StepSucceeded{StepID: "s2", Result: []byte(`"b"`)},
+		started("s3", eventlog.StepLLM, "chat", `{"model":"m"}`),
+		&eventlog.StepSucceeded{StepID: "s3", Result: llmResult},
+		&eventlog.ExecutionCompleted{Output: []byte(`"P"`)},
+	} {
+		evs = append(evs, eventlog.Event{Seq: uint64(i + 1), Time: epoch, Data: p})
+	}
+	p := writeRoot(t, s, evs)
+	x, _, err := fork.Create(ctx, s, p, 4, epoch, fork.WithOverride("s2", []byte(`"B"`)), fork.WithOverride("s1", []byte(`"A"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := []eventlog.Event{
+		{Seq: 6, Time: epoch, Data: &eventlog.DispatchStarted{Dispatch: 2}},
+		{Seq: 7, Time: epoch, Data: started("s9", eventlog.StepTool, "write_file", `{"path":"s9"}`)},
+		{Seq: 8, Time: epoch, Data: &eventlog.StepSucceeded{StepID: "s9", Result: []byte(`"n"`)}},
+	}
+	if _, err := s.Append(ctx, x, 5, own...); err != nil {
+		t.Fatal(err)
+	}
+	y, _, err := fork.Create(ctx, s, p, 4, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	ok := func(seq uint64, result string) *fork.StepOutcome {
+		return &fork.StepOutcome{Seq: seq, Status: replay.StepSucceeded, Result: raw(result)}
+	}
+	over := func(seq uint64, result string) *fork.StepOutcome {
+		o := ok(seq, result)
+		o.Overridden = true
+		return o
+	}
+	s1 := fork.StepDiff{StepID: "s1", Kind: eventlog.StepTool, Target: "write_file", Args: raw(`{"path":"s1"}`), Change: fork.Changed}
+	s2 := fork.StepDiff{StepID: "s2", Kind: eventlog.StepTool, Target: "write_file", Args: raw(`{"path":"s2"}`), Change: fork.Changed}
+	s3 := fork.StepDiff{StepID: "s3", Kind: eventlog.StepLLM, Target: "chat", Args: raw(`{"model":"m"}`)}
+	s9 := fork.StepDiff{StepID: "s9", Kind: eventlog.StepTool, Target: "write_file", Args: raw(`{"path":"s9"}`)}
+	with := func(d fork.StepDiff, c fork.Change, a, b *fork.StepOutcome) fork.StepDiff {
+		d.A, d.B = a, b
+		if c != "" {
+			d.Change = c
+		}
+		return d
+	}
+	completed := fork.Outcome{Seq: 9, Status: eventlog.StatusCompleted, Output: raw(`"P"`)}
+	cases := []struct {
+		name string
+		a, b eventlog.ID
+		want *fork.Comparison
+	}{
+		{"P-Y", p, y, &fork.Comparison{A: p, B: y, AHead: 9, BHead: 5, Shared: 4, Ancestor: p,
+			// s1 ends at the fork point: it is in the prefix.
+			Prefix: []fork.PrefixStep{{StepID: "s1", Kind: eventlog.StepTool, Target: "write_file", StepOutcome: *ok(4, `"a"`)}},
+			Steps: []fork.StepDiff{
+				with(s2, fork.OnlyA, ok(6, `"b"`), nil),
+				with(s3, fork.OnlyA, ok(8, body), nil),
+			},
+			OutputA: completed, OutputB: fork.Outcome{Status: eventlog.StatusPending}, Resources: []fork.ResourceDiff{}}},
+		{"X-P", x, p, &fork.Comparison{A: x, B: p, AHead: 8, BHead: 9, Shared: 4, Ancestor: p,
+			Prefix: []fork.PrefixStep{},
+			Steps: []fork.StepDiff{
+				with(s1, "", over(4, `"A"`), ok(4, `"a"`)),
+				with(s9, fork.OnlyA, ok(8, `"n"`), nil),
+				// X does not hold s2: kind, target and args are P's.
+				with(s2, "", over(0, `"B"`), ok(6, `"b"`)),
+				with(s3, fork.OnlyB, nil, ok(8, body)),
+			},
+			OutputA: fork.Outcome{Status: eventlog.StatusRunning}, OutputB: completed, Resources: []fork.ResourceDiff{}}},
+		{"P-X", p, x, &fork.Comparison{A: p, B: x, AHead: 9, BHead: 8, Shared: 4, Ancestor: p,
+			Prefix: []fork.PrefixStep{},
+			Steps: []fork.StepDiff{
+				with(s1, "", ok(4, `"a"`), over(4, `"A"`)),
+				// X's own step comes before the next step both hold.
+				with(s9, fork.OnlyB, nil, ok(8, `"n"`)),
+				with(s2, "", ok(6, `"b"`), over(0, `"B"`)),
+				with(s3, fork.OnlyA, ok(8, body), nil),
+			},
+			OutputA: completed, OutputB: fork.Outcome{Status: eventlog.StatusRunning}, Resources: []fork.ResourceDiff{}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := fork.Diff(ctx, s, tc.a, tc.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, c); d != "" {
+				t.Errorf("Diff (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package fork_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"strings"
 	"testing"
 
@@ -105,4 +106,60 @@ func count(t *testing.T, s eventlog.IndexedLog) int {
 		n++
 	}
 	return n
+}
+
+// TestCheckOverridesReadsToLastEnd: CheckOverrides reads the parent's
+// lineage from seq 1 to the end of the last overridden step (the fork
+// point when that is later) and no further, and writes nothing.
+func TestCheckOverridesReadsToLastEnd(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	id := editLineage(t, s) // s1 ends at 4, s2 at 7, s3 at 8; head 10
+	before := readAll(t, s, id)
+	for _, c := range []struct {
+		name string
+		at   uint64
+		ids  []string
+		last uint64
+	}{
+		{"one step, ended at the point", 4, []string{"s1"}, 4},
+		{"a second step ending later", 4, []string{"s2", "s1"}, 7},
+		{"the LLM call", 8, []string{"s3"}, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var overrides []eventlog.StepOverride
+			for _, id := range c.ids {
+				overrides = append(overrides, eventlog.StepOverride{StepID: id, Result: []byte(`"x"`)})
+			}
+			r := &readingLog{Log: s}
+			if err := fork.CheckOverrides(ctx, r, id, c.at, overrides); err != nil {
+				t.Fatal(err)
+			}
+			if r.last != c.last {
+				t.Errorf("read the lineage up to seq %d, want %d", r.last, c.last)
+			}
+		})
+	}
+	if d := cmp.Diff(before, readAll(t, s, id)); d != "" {
+		t.Errorf("CheckOverrides changed the lineage (-before +after):\n%s", d)
+	}
+}
+
+// readingLog records the seq of the newest event Events handed out.
+type readingLog struct {
+	eventlog.Log
+	last uint64
+}
+
+func (r *readingLog) Events(ctx context.Context, id eventlog.ID, from uint64) iter.Seq2[eventlog.Event, error] {
+	return func(yield func(eventlog.Event, error) bool) {
+		for ev, err := range r.Log.Events(ctx, id, from) {
+			if err == nil {
+				r.last = ev.Seq
+			}
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
 }

@@ -304,3 +304,138 @@ func TestRestartErrors(t *testing.T) {
 		}
 	}
 }
+
+// Lookup returns the step's index in order of first appearance, -1 for an
+// override of a step the lineage does not hold (found) and for an unknown
+// id (not found).
+func TestLookupIndex(t *testing.T) {
+	s, err := Fold(seqOf(mustParse(t, `created agent=a
+dispatch 1
+started s1 tool t
+succeeded s1 result=a
+started s2 tool t
+fork parent=P at=5 override=s1:edited override=s3:new
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type found struct {
+		Step  Step
+		Index int
+		OK    bool
+	}
+	lookup := func(id string) found {
+		st, i, ok := s.Lookup(id)
+		return found{st, i, ok}
+	}
+	s1, _ := s.Step("s1")
+	s2, _ := s.Step("s2")
+	for id, want := range map[string]found{
+		"s1": {s1, 0, true},
+		"s2": {s2, 1, true},
+		"s3": {Step{ID: "s3", Status: StepSucceeded, Result: []byte("new"), Overridden: true}, -1, true},
+		"s4": {Step{}, -1, false},
+	} {
+		if d := cmp.Diff(want, lookup(id)); d != "" {
+			t.Errorf("Lookup(%q) (-want +got):\n%s", id, d)
+		}
+	}
+}
+
+// At returns the i-th step for i in [0, Len()) and panics, naming the
+// index, outside it.
+func TestAtRange(t *testing.T) {
+	s, err := Fold(seqOf(mustParse(t, "created agent=a\ndispatch 1\nstarted s1 tool t\nstarted s2 tool t\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 2 || s.At(0).ID != "s1" || s.At(1).ID != "s2" {
+		t.Fatalf("Len %d, At(0) %q, At(1) %q", s.Len(), s.At(0).ID, s.At(1).ID)
+	}
+	for _, i := range []int{-1, 2} {
+		func() {
+			defer func() {
+				want := fmt.Sprintf("replay: step index %d out of range [0, 2)", i)
+				if r := recover(); r != want {
+					t.Errorf("At(%d) panicked with %v, want %q", i, r, want)
+				}
+			}()
+			s.At(i)
+		}()
+	}
+}
+
+// A lineage of more steps than a chunk holds keeps every step, in order,
+// at its index.
+func TestManySteps(t *testing.T) {
+	const n = 2*stepChunkSize + 1
+	evs := []eventlog.Event{
+		{Seq: 1, Data: &eventlog.ExecutionCreated{Agent: "a"}},
+		{Seq: 2, Data: &eventlog.DispatchStarted{Dispatch: 1}},
+	}
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		evs = append(evs,
+			eventlog.Event{Seq: uint64(len(evs) + 1), Data: &eventlog.StepStarted{StepID: id, StepKind: eventlog.StepTool, Target: "t",
+				Idempotency: eventlog.SafeToRetry, Attempt: 1}},
+			eventlog.Event{Seq: uint64(len(evs) + 2), Data: &eventlog.StepSucceeded{StepID: id, Result: []byte(id)}})
+	}
+	s, err := Fold(seqOf(evs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != n || len(s.Steps()) != n {
+		t.Fatalf("Len %d, %d Steps, want %d", s.Len(), len(s.Steps()), n)
+	}
+	for i, st := range s.Steps() {
+		id := fmt.Sprintf("s%d", i)
+		want := Step{ID: id, Kind: eventlog.StepTool, Target: "t", Idempotency: eventlog.SafeToRetry, Status: StepSucceeded,
+			Attempts: 1, Result: []byte(id), StartedAt: uint64(2*i + 3), EndedAt: uint64(2*i + 4), Dispatch: 1}
+		if d := cmp.Diff(want, st); d != "" {
+			t.Fatalf("Steps()[%d] (-want +got):\n%s", i, d)
+		}
+		if d := cmp.Diff(want, s.At(i)); d != "" {
+			t.Fatalf("At(%d) (-want +got):\n%s", i, d)
+		}
+		if _, j, _ := s.Lookup(id); j != i {
+			t.Fatalf("Lookup(%q) index %d, want %d", id, j, i)
+		}
+	}
+}
+
+// A step.started whose Resources is an empty list folds like one without:
+// the event as appended and as read back from a store (which omits an
+// empty list) give the same Step.
+func TestEmptyResources(t *testing.T) {
+	fold := func(resources []string) Step {
+		s, err := Fold(seqOf([]eventlog.Event{
+			{Seq: 1, Data: &eventlog.ExecutionCreated{Agent: "a"}},
+			{Seq: 2, Data: &eventlog.DispatchStarted{Dispatch: 1}},
+			{Seq: 3, Data: &eventlog.StepStarted{StepID: "s1", StepKind: eventlog.StepTool, Target: "t",
+				Resources: resources, Idempotency: eventlog.SafeToRetry, Attempt: 1}},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := s.Step("s1")
+		return st
+	}
+	if d := cmp.Diff(fold(nil), fold([]string{})); d != "" {
+		t.Errorf("Step with Resources nil (-) and empty (+):\n%s", d)
+	}
+}
+
+// execution.created starts a lineage whatever a caller wrote into the
+// fields of a State that has folded nothing (the doc lets callers change
+// them): with no event folded there is no execution whose end a status
+// could record. The status is then the fold's.
+func TestCreatedOnEmptyState(t *testing.T) {
+	s := New()
+	s.Status = eventlog.StatusCompleted
+	if err := s.Apply(eventlog.Event{Seq: 1, Data: &eventlog.ExecutionCreated{Agent: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Head != 1 || s.Status != eventlog.StatusPending || s.Agent != "a" {
+		t.Errorf("after execution.created: head %d, status %s, agent %q", s.Head, s.Status, s.Agent)
+	}
+}
