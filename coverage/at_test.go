@@ -301,3 +301,156 @@ func (b brokenIndex) ResourceHistory(ctx context.Context, id eventlog.ID, key st
 		}
 	}
 }
+
+// latestCoveredOf is what LatestCovered must answer from the fold of the
+// same lineage: the newest seq at or before at whose Point is covered, and
+// false when there is none.
+func latestCoveredOf(t tb, f *coverage.Fold, at uint64) (uint64, bool) {
+	t.Helper()
+	for n := at; n >= 1; n-- {
+		p, err := f.Point(n)
+		if err != nil {
+			t.Fatalf("Point(%d): %v", n, err)
+		}
+		if p.Covered {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// TestLatestCovered writes generated lineages (forks and forks of forks
+// written with the store's Fork, so a fork's answer may lie in its parent's
+// prefix) and asks LatestCovered at every seq of every execution: it is the
+// newest covered Point of the fold at or before the seq, or an error
+// wrapping ErrUncovered when there is none. DESIGN §12.
+func TestLatestCovered(t *testing.T) {
+	st := openStores(t)[0].s
+	ctx := context.Background()
+	rapid.Check(t, func(t *rapid.T) {
+		events := genHistory(t, genOpts{reuse: rapid.Bool(), forks: true}, 40)
+		ws, err := writeLineage(ctx, st, events, func(int) int { return rapid.IntRange(1, 6).Draw(t, "batch") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			f := foldAll(t, events[:w.head])
+			for n := uint64(1); n <= w.head; n++ {
+				got, err := coverage.LatestCovered(ctx, st, w.id, n)
+				want, ok := latestCoveredOf(t, f, n)
+				switch {
+				case !ok && !errors.Is(err, coverage.ErrUncovered):
+					t.Fatalf("LatestCovered(%d) = %d, %v; want an error wrapping ErrUncovered", n, got, err)
+				case ok && (err != nil || got != want):
+					t.Fatalf("LatestCovered(%d) = %d, %v; want %d", n, got, err, want)
+				}
+			}
+		}
+	})
+}
+
+// TestLatestCoveredGolden pins LatestCovered on a golden lineage whose
+// answer is not the seq asked: in coder.txt's first case the workspace is
+// uncovered while a step runs, and the answer is the point before it
+// started. The seqs are those of the golden file's table.
+func TestLatestCoveredGolden(t *testing.T) {
+	ctx := context.Background()
+	st := openStores(t)[0].s
+	events := goldenEvents(t, "coder.txt", 0)
+	ws, err := writeLineage(ctx, st, events, func(int) int { return 3 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := foldAll(t, events)
+	var uncovered []uint64
+	for n := uint64(1); n <= f.Head(); n++ {
+		if p, _ := f.Point(n); !p.Covered {
+			uncovered = append(uncovered, n)
+		}
+	}
+	if len(uncovered) == 0 {
+		t.Fatal("coder.txt has no uncovered point")
+	}
+	for _, n := range uncovered {
+		want, ok := latestCoveredOf(t, f, n)
+		got, err := coverage.LatestCovered(ctx, st, ws[0].id, n)
+		if !ok {
+			if !errors.Is(err, coverage.ErrUncovered) {
+				t.Errorf("LatestCovered(%d) = %d, %v; want ErrUncovered", n, got, err)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("LatestCovered(%d) = %d, %v; want %d", n, got, err, want)
+		}
+	}
+}
+
+// TestLatestCoveredErrors: a seq outside 1..head and an unknown execution are
+// classified as At classifies them, and an index whose states change between
+// two reads of the same seq (no newest entry at or before it, or one after
+// it) is refused as corrupt rather than walked.
+func TestLatestCoveredErrors(t *testing.T) {
+	ctx := context.Background()
+	st := openStores(t)[0].s
+	ws, err := writeLineage(ctx, st, goldenEvents(t, "coder.txt", 0), func(int) int { return 7 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, head := ws[0].id, ws[0].head
+	for _, at := range []uint64{0, head + 1} {
+		if _, err := coverage.LatestCovered(ctx, st, id, at); !errors.Is(err, eventlog.ErrInvalid) {
+			t.Errorf("LatestCovered(%d) = %v, want an error wrapping eventlog.ErrInvalid", at, err)
+		}
+	}
+	if _, err := coverage.LatestCovered(ctx, st, eventlog.NewID(), 1); !errors.Is(err, eventlog.ErrNotFound) {
+		t.Errorf("LatestCovered(unknown execution) = %v, want an error wrapping eventlog.ErrNotFound", err)
+	}
+
+	// An uncovered seq of the lineage.
+	f := foldAll(t, goldenEvents(t, "coder.txt", 0))
+	var at uint64
+	for n := head; n >= 1 && at == 0; n-- {
+		if p, _ := f.Point(n); !p.Covered {
+			at = n
+		}
+	}
+	if at == 0 {
+		t.Fatal("coder.txt has no uncovered point")
+	}
+	boom := errors.New("index unreadable")
+	for _, c := range []struct {
+		name   string
+		second func([]eventlog.ResourceState) ([]eventlog.ResourceState, error)
+		want   error
+	}{
+		{"no entries", func([]eventlog.ResourceState) ([]eventlog.ResourceState, error) { return nil, nil }, eventlog.ErrCorrupt},
+		{"an entry after the seq", func(s []eventlog.ResourceState) ([]eventlog.ResourceState, error) {
+			s[len(s)-1].Seq = at + 1
+			return s, nil
+		}, eventlog.ErrCorrupt},
+		{"read error", func([]eventlog.ResourceState) ([]eventlog.ResourceState, error) { return nil, boom }, boom},
+	} {
+		idx := &rereadIndex{Index: st, second: c.second}
+		if got, err := coverage.LatestCovered(ctx, idx, id, at); !errors.Is(err, c.want) {
+			t.Errorf("%s: LatestCovered(%d) = %d, %v; want an error wrapping %v", c.name, at, got, err, c.want)
+		}
+	}
+}
+
+// rereadIndex answers the second ResourceStates query through second: the
+// first is At's, the second LatestCovered's own.
+type rereadIndex struct {
+	eventlog.Index
+	calls  int
+	second func([]eventlog.ResourceState) ([]eventlog.ResourceState, error)
+}
+
+func (r *rereadIndex) ResourceStates(ctx context.Context, id eventlog.ID, at uint64) ([]eventlog.ResourceState, error) {
+	s, err := r.Index.ResourceStates(ctx, id, at)
+	r.calls++
+	if err != nil || r.calls != 2 {
+		return s, err
+	}
+	return r.second(s)
+}

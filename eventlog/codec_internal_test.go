@@ -46,6 +46,21 @@ func TestCheckSizesExact(t *testing.T) {
 		{"array32", []byte{0xdd, 0, 0, 0, 2, 0x01, 0x02}},
 		{"map16", []byte{0xde, 0, 1, 0x01, 0x02}},
 		{"map32", []byte{0xdf, 0, 0, 0, 1, 0x01, 0x02}},
+		// The first and last code of every range: a one-byte value, or a
+		// fix form holding the fewest and the most it can.
+		{"positive fixint 0", []byte{0x00}},
+		{"positive fixint 0x7f", []byte{0x7f}},
+		{"negative fixint 0xe0", []byte{0xe0}},
+		{"negative fixint 0xff", []byte{0xff}},
+		{"nil", []byte{0xc0}},
+		{"false", []byte{0xc2}},
+		{"true", []byte{0xc3}},
+		{"empty fixmap", []byte{0x80}},
+		{"fixmap of 15", append([]byte{0x8f}, make([]byte, 30)...)},
+		{"empty fixarray", []byte{0x90}},
+		{"fixarray of 15", append([]byte{0x9f}, make([]byte, 15)...)},
+		{"empty fixstr", []byte{0xa0}},
+		{"fixstr of 31", append([]byte{0xbf}, make([]byte, 31)...)},
 	} {
 		if err := checkSizes(c.v); err != nil {
 			t.Errorf("%s % x: %v", c.name, c.v, err)

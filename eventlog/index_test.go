@@ -45,6 +45,10 @@ func forkAt(seq uint64, sels ...eventlog.ForkSelection) eventlog.Event {
 	return eventlog.Event{Seq: seq, Data: &eventlog.ForkCreated{Parent: sampleParent, At: seq - 1, Selections: sels}}
 }
 
+func diverged(seq uint64) eventlog.Event {
+	return eventlog.Event{Seq: seq, Data: &eventlog.ForkDiverged{Unconsumed: []string{"s0"}}}
+}
+
 func fold(t testing.TB, evs ...eventlog.Event) *eventlog.IndexState {
 	t.Helper()
 	s := eventlog.NewIndexState(nil)
@@ -169,6 +173,28 @@ func TestIndexStateApply(t *testing.T) {
 			forkAt(3, eventlog.ForkSelection{Key: "w", Ref: "r1", CapturedAt: 2, Generation: 2}),
 			[]rs{{Key: "w", Seq: 3, Generation: 2, Bound: 1, InFlight: []string{"s1"}, Latest: cp{"r1", 2, 1}}}},
 		{"fork without resources", nil, forkAt(4), noChange},
+
+		// fork.diverged marks every resource bound now, once, and advances
+		// and lands nothing (DESIGN §8½, §12)
+		{"diverged marks every bound resource", inFlight, diverged(5),
+			[]rs{{Key: "d", Seq: 5, Generation: 2, Bound: 2, CoverageReuse: true, InFlight: []string{"s1"}, Diverged: 5},
+				{Key: "w", Seq: 5, Generation: 3, Bound: 1, InFlight: []string{"s1", "s2"}, Diverged: 5}}},
+		{"diverged again marks only a resource bound since",
+			[]eventlog.Event{bound(1, "w", "", false), diverged(2), bound(3, "d", "", false)}, diverged(4),
+			[]rs{{Key: "d", Seq: 4, Generation: 1, Bound: 3, Diverged: 4}}},
+		{"diverged again with every resource marked changes nothing",
+			[]eventlog.Event{bound(1, "w", "", false), diverged(2)}, diverged(3), noChange},
+		{"diverged with nothing bound changes nothing", nil, diverged(1), noChange},
+		{"a mark survives a new binding", []eventlog.Event{bound(1, "w", "", false), diverged(2)}, bound(3, "w", "r", false),
+			[]rs{{Key: "w", Seq: 3, Generation: 2, Bound: 3, Latest: cp{"r", 3, 2}, Diverged: 2}}},
+		{"a mark survives a capture", []eventlog.Event{bound(1, "w", "", false), diverged(2)}, capture(3, "w", "r", 1),
+			[]rs{{Key: "w", Seq: 3, Generation: 1, Bound: 1, Latest: cp{"r", 3, 1}, Diverged: 2}}},
+		{"a mark survives a fork", []eventlog.Event{bound(1, "w", "", false), diverged(2)},
+			forkAt(3, eventlog.ForkSelection{Key: "w", Ref: "r", CapturedAt: 1, Generation: 1, Covered: true}),
+			[]rs{{Key: "w", Seq: 3, Generation: 1, Bound: 1, Latest: cp{"r", 1, 1}, Diverged: 2}}},
+		{"a marked resource still advances and lands", []eventlog.Event{bound(1, "w", "", false), diverged(2), start(3, "s1", tool)},
+			succeed(4, "s1"),
+			[]rs{{Key: "w", Seq: 4, Generation: 2, Bound: 1, Diverged: 2}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := fold(t, c.prior...)
@@ -272,7 +298,7 @@ func TestIndexStateApplyReturnsCopies(t *testing.T) {
 }
 
 // indexHistory draws a valid event sequence for IndexState: bindings,
-// steps and their terminals, captures, forks and noise.
+// steps and their terminals, captures, forks, divergences and noise.
 func indexHistory(t *rapid.T, n int) []eventlog.Event {
 	keys := []string{"a", "b", "c"}
 	shadow := eventlog.NewIndexState(nil)
@@ -294,7 +320,7 @@ func indexHistory(t *rapid.T, n int) []eventlog.Event {
 		}
 		slices.Sort(bk)
 		var p eventlog.Payload
-		switch rapid.IntRange(0, 9).Draw(t, "action") {
+		switch rapid.IntRange(0, 10).Draw(t, "action") {
 		case 0:
 			from := rapid.SampledFrom([]string{"", "", "ref"}).Draw(t, "from")
 			p = &eventlog.ResourceBound{Key: rapid.SampledFrom(keys).Draw(t, "key"), DriverID: "d",
@@ -324,11 +350,13 @@ func indexHistory(t *rapid.T, n int) []eventlog.Event {
 			i := rapid.IntRange(0, len(open)-1).Draw(t, "landed")
 			id := open[i]
 			open = slices.Delete(open, i, i+1)
-			switch rapid.IntRange(0, 2).Draw(t, "terminal") {
+			switch rapid.IntRange(0, 3).Draw(t, "terminal") {
 			case 0:
 				p = &eventlog.StepSucceeded{StepID: id}
 			case 1:
 				p = &eventlog.StepFailed{StepID: id}
+			case 2:
+				p = &eventlog.StepAbandoned{StepID: id}
 			default:
 				p = &eventlog.StepCancelled{StepID: id}
 			}
@@ -353,6 +381,8 @@ func indexHistory(t *rapid.T, n int) []eventlog.Event {
 				fc.At = 1
 			}
 			p = fc
+		case 9:
+			p = &eventlog.ForkDiverged{Unconsumed: []string{"s0"}}
 		default:
 			p = &eventlog.DispatchStarted{Dispatch: 1}
 		}
@@ -414,7 +444,13 @@ func naiveStates(evs []eventlog.Event, n int) []rs {
 						st.Seq = ev.Seq
 					}
 				}
-			case *eventlog.StepSucceeded, *eventlog.StepFailed, *eventlog.StepCancelled:
+			case *eventlog.ForkDiverged:
+				// The first fork.diverged while k is bound marks it for good.
+				if bound && st.Diverged == 0 {
+					st.Diverged = ev.Seq
+					st.Seq = ev.Seq
+				}
+			case *eventlog.StepSucceeded, *eventlog.StepFailed, *eventlog.StepCancelled, *eventlog.StepAbandoned:
 				// A terminal changes k when it lands a step in flight for k.
 				if slices.Contains(inFlightAt(prefix, k, i), terminalOf(ev)) {
 					st.Seq = ev.Seq
@@ -439,6 +475,8 @@ func terminalOf(ev eventlog.Event) string {
 	case *eventlog.StepFailed:
 		return p.StepID
 	case *eventlog.StepCancelled:
+		return p.StepID
+	case *eventlog.StepAbandoned:
 		return p.StepID
 	}
 	return ""

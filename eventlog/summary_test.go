@@ -175,3 +175,66 @@ func ExampleSummary() {
 	fmt.Println(eventlog.Summary(ev))
 	// Output: tool write_file content="package a" path="a.go" affects workspace
 }
+
+// TestSummaryEdges pins the summaries at the edges of their conditions: an
+// LLM call whose request has no messages, a tool call and an approval
+// without arguments, a value exactly as wide as its room (not clipped)
+// and one rune wider (clipped), a ref of exactly 12 characters.
+func TestSummaryEdges(t *testing.T) {
+	width50 := strings.Repeat("x", 48) // quoted: 50 runes, ValueText's room for a result
+	for _, c := range []struct {
+		name string
+		ev   eventlog.Payload
+		want string
+	}{
+		{"LLM call without messages", &eventlog.StepStarted{StepID: "l1", StepKind: eventlog.StepLLM, Target: "POST /v1/chat/completions",
+			Args: []byte(`{"body":{"messages":[]}}`), Idempotency: eventlog.SafeToRetry, Attempt: 1}, "llm POST /v1/chat/completions"},
+		{"LLM call with one message", &eventlog.StepStarted{StepID: "l1", StepKind: eventlog.StepLLM, Target: "POST /v1/chat/completions",
+			Args: []byte(`{"body":{"messages":[{}]}}`), Idempotency: eventlog.SafeToRetry, Attempt: 1}, "llm POST /v1/chat/completions (1 message)"},
+		{"tool call without arguments", &eventlog.StepStarted{StepID: "s1", StepKind: eventlog.StepTool, Target: "list",
+			Idempotency: eventlog.SafeToRetry, Attempt: 1}, "tool list"},
+		{"approval without arguments", &eventlog.ApprovalRequested{StepID: "s1", StepKind: eventlog.StepTool, Target: "deploy"}, "tool deploy"},
+		{"a value exactly as wide as its room", &eventlog.StepSucceeded{StepID: "s1", Result: []byte(`"` + width50 + `"`)},
+			`step s1 → "` + width50 + `"`},
+		{"a value one rune wider", &eventlog.StepSucceeded{StepID: "s1", Result: []byte(`"` + width50 + `y"`)},
+			`step s1 → "` + width50 + `…`},
+		{"a ref of 12 characters", &eventlog.ResourceCaptured{Key: "w", Ref: "abcdefghijkl", Generation: 2, Reason: eventlog.CaptureSteps},
+			"w abcdefghijkl gen 2 (steps)"},
+		{"a ref of 13 characters", &eventlog.ResourceCaptured{Key: "w", Ref: "abcdefghijklm", Generation: 2, Reason: eventlog.CaptureSteps},
+			"w abcdefghijkl gen 2 (steps)"},
+	} {
+		if got := eventlog.Summary(eventlog.Event{Data: c.ev}); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestLLMResponseBody: the HTTP body of a recorded LLM result, as JSON; no
+// body for what is not a recorded result, a result without a status, or
+// one without a body.
+func TestLLMResponseBody(t *testing.T) {
+	result := func(status int, body string) []byte {
+		b, err := json.Marshal(map[string]any{"status": status, "body": []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	body, ok := eventlog.LLMResponseBody(result(200, `{"choices": [ ]}`))
+	if !ok || string(body) != `{"choices":[]}` {
+		t.Errorf("LLMResponseBody(recorded result) = %s, %v; want the body compacted, true", body, ok)
+	}
+	for _, c := range []struct {
+		name   string
+		result []byte
+	}{
+		{"not JSON", []byte("plain")},
+		{"JSON of another shape", []byte(`[1,2]`)},
+		{"no status", result(0, `{}`)},
+		{"no body", result(200, ``)},
+	} {
+		if body, ok := eventlog.LLMResponseBody(c.result); ok || body != nil {
+			t.Errorf("LLMResponseBody(%s) = %s, %v; want nil, false", c.name, body, ok)
+		}
+	}
+}

@@ -5,8 +5,10 @@
 #
 #   scripts/mutation.sh [package ...]     # default: policy fork replay coverage eventlog sdk
 #
-# eventlog means the package itself; eventlog/pebblestore can be named as
-# a package of its own (about 150 mutants against a 15 s test run).
+# eventlog means the package itself (and storetest, which only the stores'
+# tests run); eventlog/pebblestore and eventlog/pgstore can be named as
+# packages of their own (pebblestore: about 150 mutants against a 15 s
+# test run).
 #
 # Each package is mutated alone and judged by its own tests. For every
 # package it writes mutation/<name>.log (gremlins' report: every mutant and
@@ -44,8 +46,9 @@ for p in "${pkgs[@]}"; do
 	echo "== gremlins ./$p"
 	args=(unleash --workers "$workers" --timeout-coefficient "$coeff" -o "mutation/$name.json")
 	if [ "$p" = eventlog ]; then
-		# eventlog/pebblestore is its own entry, judged by its own tests.
-		args+=(--exclude-files '^pebblestore/')
+		# The stores are their own entries, judged by their own tests
+		# (pgstore's need a Postgres server).
+		args+=(--exclude-files '^(pebblestore|pgstore)/')
 	fi
 	start=$(date +%s)
 	"$bin" "${args[@]}" "./$p" >"mutation/$name.log" 2>&1 || true
