@@ -1,9 +1,12 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -191,5 +194,47 @@ func TestApproveReportsSettleFailure(t *testing.T) {
 	store.fail.Store(false)
 	if after := kindsOf(t, k, id); !slices.Equal(after, before) {
 		t.Fatalf("events after a failed Approve = %v, want %v", after, before)
+	}
+}
+
+// TestApprovalRequestAppendFails: when the append of approval.requested
+// fails, the call fails with it, nothing is appended, and no "approval
+// requested" is logged for a request that is not in the lineage.
+func TestApprovalRequestAppendFails(t *testing.T) {
+	s, err := pebblestore.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	store := &failingAppends{Store: s}
+	gate := func(_ context.Context, c policy.Call) policy.Decision {
+		store.fail.Store(true) // the next append is the approval.requested
+		return policy.Decision{Approval: true, Allow: true, Reason: "everything needs a person"}
+	}
+	var logged bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logged, nil))
+	k, err := New(store, WithGate(gate), WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := DefineTool("pay", func(_ context.Context, n int) (int, error) { return n, nil }, AtMostOnce())
+	if _, err := Register(k, "a", func(ctx context.Context, n int) (int, error) { return pay.Call(ctx, n) }); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, err := k.Start(ctx, "a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := []eventlog.Kind{eventlog.KindExecutionCreated, eventlog.KindDispatchStarted}
+	if _, err := k.Run(ctx, id); !errors.Is(err, errAppendRefused) {
+		t.Fatalf("Run = %v, want the append's error", err)
+	}
+	store.fail.Store(false)
+	if got := kindsOf(t, k, id); !slices.Equal(got, before) {
+		t.Fatalf("events = %v, want %v", got, before)
+	}
+	if strings.Contains(logged.String(), "approval requested") {
+		t.Fatalf("a failed request was logged:\n%s", logged.String())
 	}
 }
