@@ -152,21 +152,25 @@ func TestApprovalGranted(t *testing.T) {
 		t.Fatalf("body ran %d times, gate asked %d times; want 1 and 1", bodies.Load(), asked.Load())
 	}
 
-	// Bad input: nothing is appended.
+	// Bad input: nothing is appended; the error names the verb refused.
 	head := len(evs)
 	for _, c := range []struct {
 		name string
 		err  error
 		want error
+		verb string // "" for an error that names none
 	}{
-		{"approve twice", k.Approve(ctx, id, p.StepID, "again"), sdk.ErrNoPendingApproval},
-		{"reject after approve", k.Reject(ctx, id, p.StepID, "no"), sdk.ErrNoPendingApproval},
-		{"unknown step", k.Approve(ctx, id, "0123", ""), sdk.ErrNoPendingApproval},
-		{"empty step", k.Approve(ctx, id, "", ""), sdk.ErrInvalid},
-		{"unknown execution", k.Approve(ctx, eventlog.ID{9}, p.StepID, ""), eventlog.ErrNotFound},
+		{"approve twice", k.Approve(ctx, id, p.StepID, "again"), sdk.ErrNoPendingApproval, "approve step"},
+		{"reject after approve", k.Reject(ctx, id, p.StepID, "no"), sdk.ErrNoPendingApproval, "reject step"},
+		{"unknown step", k.Approve(ctx, id, "0123", ""), sdk.ErrNoPendingApproval, "approve step"},
+		{"empty step", k.Approve(ctx, id, "", ""), sdk.ErrInvalid, "approve step"},
+		{"empty step, reject", k.Reject(ctx, id, "", ""), sdk.ErrInvalid, "reject step"},
+		{"unknown execution", k.Approve(ctx, eventlog.ID{9}, p.StepID, ""), eventlog.ErrNotFound, ""},
 	} {
 		if !errors.Is(c.err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+		} else if !strings.Contains(c.err.Error(), c.verb) {
+			t.Errorf("%s: %q does not say %q", c.name, c.err, c.verb)
 		}
 	}
 	if n := len(events(t, k, id)); n != head {
