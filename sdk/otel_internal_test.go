@@ -42,7 +42,7 @@ func TestStepAttrOpts(t *testing.T) {
 		{eventlog.StepLLM, "", "kind=llm"},
 		{eventlog.StepChild, "unrecorded", "kind=child,outcome=unrecorded"},
 		{eventlog.StepKind("other"), "denied", "kind=other,outcome=denied"}, // not in the table
-		{eventlog.StepTool, "exploded", "kind=tool,outcome=exploded"},        // not in the table
+		{eventlog.StepTool, "exploded", "kind=tool,outcome=exploded"},       // not in the table
 	} {
 		first := tel.stepAttrOpts(c.kind, c.outcome)
 		set := stepSet(t, first)
