@@ -28,7 +28,8 @@ type Config struct {
 	// Rounds is how many times every contestant of a scenario is measured,
 	// forkline and baselines alternating (the order reverses every round),
 	// so that machine noise hits both; the reported figure is the median.
-	// Default 5 (short: 1).
+	// Default 5 (short: 1). Scenario 2t measures ten times the rounds, each
+	// a tenth of Duration.
 	Rounds int
 	// Run, when not nil, selects the scenarios whose ID or name it matches
 	// (for example "^3" or "replay"). Default: every scenario.
