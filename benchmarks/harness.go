@@ -28,7 +28,8 @@ type Config struct {
 	// Rounds is how many times every contestant of a scenario is measured,
 	// forkline and baselines alternating (the order reverses every round),
 	// so that machine noise hits both; the reported figure is the median.
-	// Default 5 (short: 1).
+	// Default 5 (short: 1). Scenario 2t measures ten times the rounds, each
+	// a tenth of Duration.
 	Rounds int
 	// Run, when not nil, selects the scenarios whose ID or name it matches
 	// (for example "^3" or "replay"). Default: every scenario.
@@ -235,6 +236,12 @@ func timed(f func() (float64, error)) op {
 // (units per second) by round, plus the 1-minute load average seen at the
 // start of the measurements.
 func (e *env) interleave(cs ...contestant) ([][]float64, float64, error) {
+	return e.interleaveRounds(e.cfg.Rounds, e.cfg.Duration, cs...)
+}
+
+// interleaveRounds is interleave with rounds rounds of d each instead of
+// the configuration's.
+func (e *env) interleaveRounds(rounds int, d time.Duration, cs ...contestant) ([][]float64, float64, error) {
 	load := loadAverage()[0]
 	// One untimed call of every contestant first: Pebble's WAL, SQLite's
 	// connection, the page cache and the Go heap start warm for all.
@@ -244,7 +251,7 @@ func (e *env) interleave(cs ...contestant) ([][]float64, float64, error) {
 		}
 	}
 	rates := make([][]float64, len(cs))
-	for round := range e.cfg.Rounds {
+	for round := range rounds {
 		order := make([]int, len(cs))
 		for i := range order {
 			order[i] = i
@@ -258,7 +265,7 @@ func (e *env) interleave(cs ...contestant) ([][]float64, float64, error) {
 			// The label lets a CPU profile of the run be cut by contestant:
 			// go tool pprof -tagfocus 'contestant=forkline Run' ….
 			pprof.Do(e.ctx, pprof.Labels("contestant", cs[i].name), func(ctx context.Context) {
-				r, err = measure(ctx, e.cfg.Duration, cs[i].op)
+				r, err = measure(ctx, d, cs[i].op)
 			})
 			if err != nil {
 				return nil, 0, fmt.Errorf("%s: %w", cs[i].name, err)

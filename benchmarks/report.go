@@ -43,7 +43,7 @@ type Row struct {
 	// there is no baseline.
 	Ratio       *float64  `json:"ratio,omitempty"`
 	RatioOf     string    `json:"ratio_of,omitempty"`
-	RatioRounds []float64 `json:"ratio_rounds,omitempty"` // each round's ratio; Ratio is their median
+	RatioRounds []float64 `json:"ratio_rounds,omitempty"` // each round's ratio; Ratio is their median (rowOf) or the ratio of the medians (rowOfMedians)
 	Target      string    `json:"target,omitempty"`       // "≥ 0.8", "" for none
 	Met         *bool     `json:"met,omitempty"`          // nil when there is no target
 	Load        float64   `json:"load"`                   // 1-minute load average when the row's measurement began
@@ -330,6 +330,22 @@ func rowOf(id, scenario, bench string, fl, base Figure, ratio func(f, b float64)
 	if n > 0 {
 		r = median(row.RatioRounds)
 	}
+	row.Ratio = &r
+	if check != nil {
+		met := check(r)
+		row.Met = &met
+	}
+	return row
+}
+
+// rowOfMedians is rowOf with Ratio taken of the two sides' medians instead
+// of as the median of the rounds' ratios (RatioRounds still lists those).
+// It suits figures that hardly depend on what else the machine does, such
+// as CPU time per call, where a round's two sides share nothing a pairing
+// would cancel and each side's median is the steadier estimate.
+func rowOfMedians(id, scenario, bench string, fl, base Figure, ratio func(f, b float64) float64, ratioOf, target string, check func(float64) bool, load float64) Row {
+	row := rowOf(id, scenario, bench, fl, base, ratio, ratioOf, target, check, load)
+	r := ratio(fl.Value, base.Value)
 	row.Ratio = &r
 	if check != nil {
 		met := check(r)

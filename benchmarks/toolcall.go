@@ -38,6 +38,11 @@ type toolKernel struct {
 	stop  atomic.Bool
 	calls int
 	took  time.Duration
+	// cpu is the CPU time the process used during the calls of the last
+	// execution (user and system, every thread), read only when timeCPU is
+	// set (scenario 2t).
+	cpu     time.Duration
+	timeCPU bool
 	// synced and unsynced count the appends of the calls (not of the
 	// dispatch's own events), over every op of each kind of tool.
 	synced, unsynced, counted [2]int64
@@ -89,6 +94,13 @@ func openToolKernel(dir string, opts ...sdk.Option) (*toolKernel, error) {
 			kind = 1
 		}
 		synced, unsynced := tk.log.synced.Load(), tk.log.unsynced.Load()
+		var cpu0 time.Duration
+		if tk.timeCPU {
+			var err error
+			if cpu0, err = processCPU(); err != nil {
+				return 0, err
+			}
+		}
 		start := time.Now()
 		n := 0
 		for ; n == 0 || !tk.stop.Load(); n++ {
@@ -101,6 +113,13 @@ func openToolKernel(dir string, opts ...sdk.Option) (*toolKernel, error) {
 			}
 		}
 		tk.calls, tk.took = n, time.Since(start)
+		if tk.timeCPU {
+			cpu1, err := processCPU()
+			if err != nil {
+				return 0, err
+			}
+			tk.cpu = cpu1 - cpu0
+		}
 		tk.synced[kind] += tk.log.synced.Load() - synced
 		tk.unsynced[kind] += tk.log.unsynced.Load() - unsynced
 		tk.counted[kind] += int64(n)
@@ -124,21 +143,40 @@ func (tk *toolKernel) perCall(kind int) (synced, unsynced float64) {
 }
 
 // callsFor returns an op that runs one execution whose handler calls the
-// tool for about d.
+// tool for about d, timed by the wall clock.
 func (tk *toolKernel) callsFor(ctx context.Context, d time.Duration, atMostOnce bool) op {
 	return func() (float64, time.Duration, error) {
-		tk.stop.Store(false)
-		id, err := tk.k.Start(ctx, toolAgent, toolInput{AtMostOnce: atMostOnce})
-		if err != nil {
-			return 0, 0, err
-		}
-		t := time.AfterFunc(d, func() { tk.stop.Store(true) })
-		defer t.Stop()
-		if _, err := tk.k.Run(ctx, id); err != nil {
+		if err := tk.runCalls(ctx, d, atMostOnce); err != nil {
 			return 0, 0, err
 		}
 		return float64(tk.calls), tk.took, nil
 	}
+}
+
+// cpuCallsFor returns an op like callsFor's that is timed by the CPU time
+// the process used during the calls (tk.timeCPU must be set), and appends
+// the same calls' wall-clock rate to wall.
+func (tk *toolKernel) cpuCallsFor(ctx context.Context, d time.Duration, wall *[]float64) op {
+	return func() (float64, time.Duration, error) {
+		if err := tk.runCalls(ctx, d, false); err != nil {
+			return 0, 0, err
+		}
+		*wall = append(*wall, float64(tk.calls)/max(tk.took, time.Nanosecond).Seconds())
+		return float64(tk.calls), tk.cpu, nil
+	}
+}
+
+// runCalls runs one execution whose handler calls the tool for about d.
+func (tk *toolKernel) runCalls(ctx context.Context, d time.Duration, atMostOnce bool) error {
+	tk.stop.Store(false)
+	id, err := tk.k.Start(ctx, toolAgent, toolInput{AtMostOnce: atMostOnce})
+	if err != nil {
+		return err
+	}
+	t := time.AfterFunc(d, func() { tk.stop.Store(true) })
+	defer t.Stop()
+	_, err = tk.k.Run(ctx, id)
+	return err
 }
 
 // toolRecord is the record of a live call's step.succeeded, the bytes the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/forkline/forkline/eventlog"
@@ -24,6 +25,9 @@ import (
 type dispatch struct {
 	k  *Kernel
 	id eventlog.ID
+	// exec is id's forkline.execution.id attribute when the kernel traces
+	// (telemetry.execAttr), made once for every span of the dispatch.
+	exec attribute.KeyValue
 
 	// mu guards the fields below and orders appends: every append, and every
 	// capture taken for one, happens under it.
@@ -706,7 +710,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	ctx, span := d.k.tel.startStep(ctx, d.id, started)
+	ctx, span := d.k.tel.startStep(ctx, d.exec, started)
 	outcome, serr := "succeeded", error(nil)
 	defer func() { d.k.tel.stepEnded(span, c.kind, outcome, serr) }()
 
@@ -822,7 +826,7 @@ func (d *dispatch) dueCapturesLocked(stepID string, c call) []eventlog.Payload {
 		if !ok || slices.ContainsFunc(st.InFlight, func(s string) bool { return s != stepID }) {
 			continue
 		}
-		out = append(out, d.k.capture(d.ctx, d.id, b.driver, b.handle, key, st.Generation, eventlog.CaptureSteps))
+		out = append(out, d.k.capture(d.ctx, d.exec, b.driver, b.handle, key, st.Generation, eventlog.CaptureSteps))
 	}
 	return out
 }
@@ -904,7 +908,7 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 	}
 	rctx, span := ctx, trace.Span(nil)
 	if from != "" {
-		rctx, span = d.k.tel.startRestore(ctx, d.id, key, from)
+		rctx, span = d.k.tel.startRestore(ctx, d.exec, key, from)
 	}
 	h, ev, err := resource.Bind(rctx, drv, key, from, pol, reuse)
 	endSpan(span, err)
@@ -920,7 +924,7 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 		if st, ok := d.cov.State(key); ok {
 			gen = st.Generation + 1
 		}
-		payloads = append(payloads, d.k.capture(d.ctx, d.id, drv, h, key, gen, eventlog.CaptureBaseline))
+		payloads = append(payloads, d.k.capture(d.ctx, d.exec, drv, h, key, gen, eventlog.CaptureBaseline))
 	}
 	if err := d.appendLocked(false, payloads...); err != nil {
 		return nil, err

@@ -300,7 +300,7 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 	if d.state.Status == replay.StatusRunning {
 		k.tel.tookOver(ctx) // the previous dispatch never ended
 	}
-	ctx, span := k.tel.startDispatch(ctx, id, d.state.Agent)
+	ctx, span := k.tel.startDispatch(ctx, d.exec, d.state.Agent)
 	res, err := d.run(ctx, h)
 	endSpan(span, err)
 	k.logEnd(d, err)
@@ -416,6 +416,7 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 	d := &dispatch{
 		k:            k,
 		id:           id,
+		exec:         k.tel.execAttr(id),
 		state:        replay.NewWith(replay.Options{DropArgs: true}), // args are read from the log when an error quotes them
 		cov:          coverage.New(),
 		occ:          make(map[[16]byte]uint64),

@@ -54,33 +54,57 @@ type telemetry struct {
 	forks           metric.Int64Counter
 	takeovers       metric.Int64Counter
 
-	// mu.stepAttrs caches the attributes of forkline.steps and
-	// forkline.steps.replayed by kind and outcome ("" for replayed):
+	// stepAttrs holds the attribute options of forkline.steps and
+	// forkline.steps.replayed for every step kind and outcome the kernel
+	// records, made once in WithMeterProvider and only read after it:
 	// building an attribute set per step took about 4 % of the CPU of a
-	// live tool call on a log in memory (benchmarks/README.md, 2t).
+	// live tool call on a log in memory, and a lock around a shared cache
+	// about 1 % more (benchmarks/README.md, 2t). Each is a slice of one
+	// option, so that passing it makes no variadic slice per step.
+	stepAttrs map[[2]string][]metric.AddOption
+	// mu.moreAttrs caches the options of a kind or outcome stepAttrs
+	// lacks (none the kernel records today).
 	mu struct {
 		sync.Mutex
-		stepAttrs map[[2]string]metric.MeasurementOption
+		moreAttrs map[[2]string][]metric.AddOption
 	}
 }
 
-// stepAttrs returns the attributes of a step count of kind and outcome.
-func (t *telemetry) stepAttrs(kind eventlog.StepKind, outcome string) metric.MeasurementOption {
-	key := [2]string{string(kind), outcome}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if o, ok := t.mu.stepAttrs[key]; ok {
-		return o
-	}
+// stepKinds and stepOutcomes are what forkline.steps and
+// forkline.steps.replayed are counted by ("" is the outcome of a replayed
+// step, which has none).
+var (
+	stepKinds    = []eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild}
+	stepOutcomes = []string{"", "succeeded", "failed", "cancelled", "denied", "indeterminate", "parked", "unrecorded"}
+)
+
+// stepAttrOptions returns the option carrying the attributes of a step
+// count of kind and outcome ("": replayed, no outcome attribute).
+func stepAttrOptions(kind eventlog.StepKind, outcome string) []metric.AddOption {
 	kvs := []attribute.KeyValue{attrKind.String(string(kind))}
 	if outcome != "" {
 		kvs = append(kvs, attrOutcome.String(outcome))
 	}
-	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
-	if t.mu.stepAttrs == nil {
-		t.mu.stepAttrs = map[[2]string]metric.MeasurementOption{}
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
+}
+
+// stepAttrOpts returns the attribute options of a step count of kind and
+// outcome.
+func (t *telemetry) stepAttrOpts(kind eventlog.StepKind, outcome string) []metric.AddOption {
+	key := [2]string{string(kind), outcome}
+	if o, ok := t.stepAttrs[key]; ok {
+		return o
 	}
-	t.mu.stepAttrs[key] = o
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o, ok := t.mu.moreAttrs[key]; ok {
+		return o
+	}
+	o := stepAttrOptions(kind, outcome)
+	if t.mu.moreAttrs == nil {
+		t.mu.moreAttrs = map[[2]string][]metric.AddOption{}
+	}
+	t.mu.moreAttrs[key] = o
 	return o
 }
 
@@ -131,21 +155,39 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 				return fmt.Errorf("sdk: meter provider: %w", err)
 			}
 		}
+		t.stepAttrs = make(map[[2]string][]metric.AddOption, len(stepKinds)*len(stepOutcomes))
+		for _, kind := range stepKinds {
+			for _, outcome := range stepOutcomes {
+				t.stepAttrs[[2]string{string(kind), outcome}] = stepAttrOptions(kind, outcome)
+			}
+		}
 		t.meter = m
 		return nil
 	}
 }
 
-// startDispatch starts the forkline.dispatch span, if tracing.
-func (t *telemetry) startDispatch(ctx context.Context, id eventlog.ID, agent string) (context.Context, trace.Span) {
+// execAttr returns the forkline.execution.id attribute of id, if tracing
+// (a dispatch makes it once for all its spans: its text took an
+// allocation per step).
+func (t *telemetry) execAttr(id eventlog.ID) attribute.KeyValue {
+	if t.tracer == nil {
+		return attribute.KeyValue{}
+	}
+	return attrExecution.String(id.String())
+}
+
+// startDispatch starts the forkline.dispatch span, if tracing; exec is
+// execAttr's.
+func (t *telemetry) startDispatch(ctx context.Context, exec attribute.KeyValue, agent string) (context.Context, trace.Span) {
 	if t.tracer == nil {
 		return ctx, nil
 	}
-	return t.tracer.Start(ctx, spanDispatch, trace.WithAttributes(attrExecution.String(id.String()), attrAgent.String(agent)))
+	return t.tracer.Start(ctx, spanDispatch, trace.WithAttributes(exec, attrAgent.String(agent)))
 }
 
-// startStep starts the forkline.step span of a live step, if tracing.
-func (t *telemetry) startStep(ctx context.Context, id eventlog.ID, s *eventlog.StepStarted) (context.Context, trace.Span) {
+// startStep starts the forkline.step span of a live step, if tracing; exec
+// is execAttr's.
+func (t *telemetry) startStep(ctx context.Context, exec attribute.KeyValue, s *eventlog.StepStarted) (context.Context, trace.Span) {
 	if t.tracer == nil {
 		return ctx, nil
 	}
@@ -156,7 +198,7 @@ func (t *telemetry) startStep(ctx context.Context, id eventlog.ID, s *eventlog.S
 	ctx, span := t.tracer.Start(ctx, spanStep)
 	if span.IsRecording() {
 		span.SetAttributes(
-			attrExecution.String(id.String()),
+			exec,
 			attrStepID.String(s.StepID),
 			attrStepKind.String(string(s.StepKind)),
 			attrStepTarget.String(s.Target),
@@ -171,7 +213,7 @@ func (t *telemetry) startStep(ctx context.Context, id eventlog.ID, s *eventlog.S
 // tracing).
 func (t *telemetry) stepEnded(span trace.Span, kind eventlog.StepKind, outcome string, err error) {
 	if t.meter != nil {
-		t.steps.Add(context.Background(), 1, t.stepAttrs(kind, outcome))
+		t.steps.Add(context.Background(), 1, t.stepAttrOpts(kind, outcome)...)
 	}
 	endSpan(span, err)
 }
@@ -179,14 +221,14 @@ func (t *telemetry) stepEnded(span trace.Span, kind eventlog.StepKind, outcome s
 // replayed counts a step answered from the log.
 func (t *telemetry) replayed(kind eventlog.StepKind) {
 	if t.meter != nil {
-		t.stepsReplayed.Add(context.Background(), 1, t.stepAttrs(kind, ""))
+		t.stepsReplayed.Add(context.Background(), 1, t.stepAttrOpts(kind, "")...)
 	}
 }
 
 // capture is resource.Capture traced and measured: a forkline.capture span,
 // forkline.captures, forkline.capture.duration and, when the driver says
-// what it stored, forkline.capture.size.
-func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Driver, h any, key string, gen uint64, reason eventlog.CaptureReason) eventlog.Payload {
+// what it stored, forkline.capture.size. exec is the dispatch's execAttr.
+func (k *Kernel) capture(ctx context.Context, exec attribute.KeyValue, drv resource.Driver, h any, key string, gen uint64, reason eventlog.CaptureReason) eventlog.Payload {
 	t := &k.tel
 	if t.tracer == nil && t.meter == nil {
 		return resource.Capture(ctx, drv, h, key, gen, reason)
@@ -194,7 +236,7 @@ func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Drive
 	var span trace.Span
 	if t.tracer != nil {
 		ctx, span = t.tracer.Start(ctx, spanCapture, trace.WithAttributes(
-			attrExecution.String(id.String()), attrResource.String(key), attrReason.String(string(reason))))
+			exec, attrResource.String(key), attrReason.String(string(reason))))
 	}
 	start := time.Now()
 	ev, stored, sized := resource.CaptureSize(ctx, drv, h, key, gen, reason)
@@ -221,13 +263,13 @@ func (k *Kernel) capture(ctx context.Context, id eventlog.ID, drv resource.Drive
 }
 
 // startRestore starts the forkline.restore span of a resource created from
-// a checkpoint, if tracing.
-func (t *telemetry) startRestore(ctx context.Context, id eventlog.ID, key, ref string) (context.Context, trace.Span) {
+// a checkpoint, if tracing; exec is the dispatch's execAttr.
+func (t *telemetry) startRestore(ctx context.Context, exec attribute.KeyValue, key, ref string) (context.Context, trace.Span) {
 	if t.tracer == nil {
 		return ctx, nil
 	}
 	return t.tracer.Start(ctx, spanRestore, trace.WithAttributes(
-		attrExecution.String(id.String()), attrResource.String(key), attrRef.String(ref)))
+		exec, attrResource.String(key), attrRef.String(ref)))
 }
 
 // forked counts a fork.

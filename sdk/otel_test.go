@@ -73,6 +73,20 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 	return ""
 }
 
+// checkExecution checks that every ended span names execution id.
+func (r *otelRig) checkExecution(t *testing.T, id eventlog.ID) {
+	t.Helper()
+	spans := r.spans.Ended()
+	if len(spans) == 0 {
+		t.Fatal("no spans ended")
+	}
+	for _, s := range spans {
+		if got := attr(s, "forkline.execution.id"); got != id.String() {
+			t.Errorf("span %s: forkline.execution.id %q, want %s", s.Name(), got, id)
+		}
+	}
+}
+
 // stepSpans describes the step spans as "kind target stepID attempt idem".
 func (r *otelRig) stepSpans() []string {
 	var out []string
@@ -180,12 +194,9 @@ func TestOtelCoderRun(t *testing.T) {
 	if len(tree) != 1+23+3 {
 		t.Errorf("%d spans, want 27: %v", len(tree), tree)
 	}
-	// The dispatch span names the execution.
-	for _, s := range o.spans.Ended() {
-		if s.Name() == "forkline.dispatch" && attr(s, "forkline.execution.id") != id.String() {
-			t.Errorf("dispatch span execution id %q, want %s", attr(s, "forkline.execution.id"), id)
-		}
-	}
+	// Every span names the execution: the dispatch's, its steps' and its
+	// captures' (the attribute is made once per dispatch and shared).
+	o.checkExecution(t, id)
 	want := map[string]int64{
 		"forkline.steps{kind=llm,outcome=succeeded}":                    12,
 		"forkline.steps{kind=tool,outcome=succeeded}":                   11,
@@ -295,6 +306,7 @@ func TestOtelFork(t *testing.T) {
 	if count(tree, "forkline.step") != 0 || count(tree, "forkline.dispatch") != 1 {
 		t.Errorf("want every step span under the one dispatch: %v", tree)
 	}
+	o.checkExecution(t, fid)
 	m := o.metrics(t)
 	if m["forkline.forks"] != 1 {
 		t.Errorf("forkline.forks = %d, want 1", m["forkline.forks"])

@@ -49,7 +49,7 @@ func (d *dispatch) uncoveredCapturesLocked(want func(*bound) bool) []eventlog.Pa
 		if !ok || len(st.InFlight) > 0 {
 			continue // a capture is only taken when nothing advancing R is in flight
 		}
-		out = append(out, d.k.capture(d.ctx, d.id, b.driver, b.handle, key, st.Generation, eventlog.CaptureCompletion))
+		out = append(out, d.k.capture(d.ctx, d.exec, b.driver, b.handle, key, st.Generation, eventlog.CaptureCompletion))
 	}
 	return out
 }
