@@ -81,17 +81,11 @@ func TestStartWakesServe(t *testing.T) {
 	}
 }
 
-// TestApproveWakesServe: an Approve of a parked execution with no live
-// owner appends approval.granted itself and signals the wake channel, so a
-// Serve asleep until its next poll runs the execution again at once.
-// (TestApprovalParksAndServeWakes polls every 5 ms: its Serve would find
-// the execution without the signal.) The signal is given when settle
-// gives up the execution it owned for the write, and again by Approve.
-func TestApproveWakesServe(t *testing.T) {
-	gate := func(_ context.Context, c policy.Call) policy.Decision {
-		return policy.Decision{Approval: c.Target == "pay", Allow: true, Reason: "payments need a person"}
-	}
-	k, woken := wakeKernel(t, WithGate(gate), ParkAfter(time.Millisecond))
+// parkedOnPay registers agent "a" on k, which calls an at_most_once tool
+// "pay" (k's gate asks approval for it), starts and runs it until it parks,
+// and returns the execution and the one approval it awaits.
+func parkedOnPay(t *testing.T, k *Kernel) (eventlog.ID, []PendingApproval) {
+	t.Helper()
 	pay := DefineTool("pay", func(_ context.Context, n int) (int, error) { return n, nil }, AtMostOnce())
 	if _, err := Register(k, "a", func(ctx context.Context, n int) (int, error) { return pay.Call(ctx, n) }); err != nil {
 		t.Fatal(err)
@@ -108,6 +102,22 @@ func TestApproveWakesServe(t *testing.T) {
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("AwaitedApprovals = %+v, %v; want one", pending, err)
 	}
+	return id, pending
+}
+
+// TestApproveWakesServe: an Approve of a parked execution with no live
+// owner appends approval.granted itself and signals the wake channel, so a
+// Serve asleep until its next poll runs the execution again at once.
+// (TestApprovalParksAndServeWakes polls every 5 ms: its Serve would find
+// the execution without the signal.) The signal is given when settle
+// gives up the execution it owned for the write, and again by Approve.
+func TestApproveWakesServe(t *testing.T) {
+	gate := func(_ context.Context, c policy.Call) policy.Decision {
+		return policy.Decision{Approval: c.Target == "pay", Allow: true, Reason: "payments need a person"}
+	}
+	k, woken := wakeKernel(t, WithGate(gate), ParkAfter(time.Millisecond))
+	ctx := context.Background()
+	id, pending := parkedOnPay(t, k)
 	before := kindsOf(t, k, id)
 	woken()
 	if err := k.Approve(ctx, id, pending[0].StepID, "go"); err != nil {
@@ -170,22 +180,8 @@ func TestApproveReportsSettleFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pay := DefineTool("pay", func(_ context.Context, n int) (int, error) { return n, nil }, AtMostOnce())
-	if _, err := Register(k, "a", func(ctx context.Context, n int) (int, error) { return pay.Call(ctx, n) }); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	id, err := k.Start(ctx, "a", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := k.Run(ctx, id); !errors.Is(err, ErrWaiting) {
-		t.Fatalf("Run = %v, want ErrWaiting", err)
-	}
-	pending, err := k.AwaitedApprovals(ctx, id)
-	if err != nil || len(pending) != 1 {
-		t.Fatalf("AwaitedApprovals = %+v, %v; want one", pending, err)
-	}
+	id, pending := parkedOnPay(t, k)
 	before := kindsOf(t, k, id)
 	store.fail.Store(true)
 	if err := k.Approve(ctx, id, pending[0].StepID, "go"); !errors.Is(err, errAppendRefused) {
