@@ -228,16 +228,23 @@ func TestAtMatchesFold(t *testing.T) {
 	})
 }
 
+// coderLineage writes the coder golden lineage into a fresh store and
+// returns the store, the execution and its head.
+func coderLineage(t *testing.T) (eventlog.IndexedLog, eventlog.ID, uint64) {
+	t.Helper()
+	st := openStores(t)[0].s
+	ws, err := writeLineage(context.Background(), st, goldenEvents(t, "coder.txt", 0), func(int) int { return 7 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, ws[0].id, ws[0].head
+}
+
 // TestAtErrors: bad input to At is classified (DESIGN §7) and a broken
 // index is refused rather than trusted.
 func TestAtErrors(t *testing.T) {
 	ctx := context.Background()
-	st := openStores(t)[0].s
-	ws, err := writeLineage(ctx, st, goldenEvents(t, "coder.txt", 0), func(int) int { return 7 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, head := ws[0].id, ws[0].head
+	st, id, head := coderLineage(t)
 	for _, at := range []uint64{0, head + 1} {
 		if _, err := coverage.At(ctx, st, id, at); !errors.Is(err, eventlog.ErrInvalid) {
 			t.Errorf("At(%d) = %v, want an error wrapping eventlog.ErrInvalid", at, err)
@@ -392,12 +399,7 @@ func TestLatestCoveredGolden(t *testing.T) {
 // it) is refused as corrupt rather than walked.
 func TestLatestCoveredErrors(t *testing.T) {
 	ctx := context.Background()
-	st := openStores(t)[0].s
-	ws, err := writeLineage(ctx, st, goldenEvents(t, "coder.txt", 0), func(int) int { return 7 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, head := ws[0].id, ws[0].head
+	st, id, head := coderLineage(t)
 	for _, at := range []uint64{0, head + 1} {
 		if _, err := coverage.LatestCovered(ctx, st, id, at); !errors.Is(err, eventlog.ErrInvalid) {
 			t.Errorf("LatestCovered(%d) = %v, want an error wrapping eventlog.ErrInvalid", at, err)
