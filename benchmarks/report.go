@@ -217,7 +217,7 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "# forkline benchmark results\n\n")
 	fmt.Fprintf(&b, "Written by `go run ./benchmarks/cmd/bench` (%s) on %s, in %.0f s.\n", mode, r.Started.Format("2006-01-02 15:04 UTC"), r.Seconds)
-	fmt.Fprintf(&b, "Each contestant was measured for %s per round, %d round(s), forkline and its baselines alternating in one process (the order reverses every round). Figures are medians over the rounds; a ratio is the median of the rounds' ratios, each of two figures measured next to each other.\n\n", r.Duration, r.Rounds)
+	fmt.Fprintf(&b, "Each contestant was measured for %s per round, %d round(s), forkline and its baselines alternating in one process (the order reverses every round). Figures are medians over the rounds; a ratio is the median of the rounds' ratios, each of two figures measured next to each other, except where a row's note says it is the ratio of the two medians (rows timed by CPU time).\n\n", r.Duration, r.Rounds)
 	m := r.Machine
 	fmt.Fprintf(&b, "Machine: %s, %d cores (GOMAXPROCS %d), %.1f GiB, %s %s, %s, %s. Load average (1/5/15 min) %s at the start, %s at the end; the machine column gives the 1-minute load when each row's measurement began.\n\n",
 		m.CPU, m.Cores, m.GOMAXPROCS, m.MemoryGiB, m.OS, m.Kernel, m.Disk, m.Go, loadText(m.LoadBefore), loadText(m.LoadAfter))
