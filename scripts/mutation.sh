@@ -29,6 +29,21 @@
 #                     (1.6 s for sdk) makes every mutant time out. The sdk
 #                     run of 3 Dec used GOFLAGS='-vet=off -count=1' (vet is
 #                     not a test: a mutant it rejects would count as killed)
+#
+# gremlins' timeout is the coverage run's time times TIMEOUT_COEFF, and a
+# mutant's time includes its build. When the coverage run's build was cached
+# (11 s for sdk) a coefficient of 4 timed out every sdk mutant whose build
+# took longer than its tests: use 15 there. The sdk run of 3 Dec, 13:52 UTC,
+# used
+#
+#   CGO_ENABLED=0 GOFLAGS='-vet=off -count=1 -trimpath -ldflags=-s' \
+#   WORKERS=2 TIMEOUT_COEFF=15 scripts/mutation.sh sdk
+#
+# CGO_ENABLED=0 builds Pebble with its pure-Go zstd and so links without
+# the C toolchain (20 s a mutant less); -trimpath lets every worker's copy
+# of the module reuse the build cache; -ldflags=-s skips the debug
+# information nothing reads. A mutant of sdk still rebuilds sdk and its
+# external test package (about 25 s of CPU) before its tests run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
