@@ -136,7 +136,11 @@ func TestCancelParentCancelsChild(t *testing.T) {
 	id, _ := parent.Start(ctx, none{})
 	done := make(chan error, 1)
 	go func() { _, err := parent.Run(ctx, id); done <- err }()
-	<-entered
+	select {
+	case <-entered:
+	case err := <-done:
+		t.Fatalf("the parent ended (%v) before its child started", err)
+	}
 	if err := k.Cancel(ctx, id, "stop all"); err != nil {
 		t.Fatal(err)
 	}
