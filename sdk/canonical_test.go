@@ -55,6 +55,49 @@ func TestCanonicalizeOracle(t *testing.T) {
 	})
 }
 
+// TestCanonicalizeFastPath: the one-pass canonicalizer gives up exactly on
+// what is not valid JSON (nesting deeper than encoding/json allows
+// included) and handles every valid document itself. A fast path that gave
+// up on more would still give canonicalJSON's bytes — TestCanonicalizeOracle
+// cannot see it — but every such args would take the decode–encode path it
+// exists to avoid.
+func TestCanonicalizeFastPath(t *testing.T) {
+	for _, in := range canonicalSeeds {
+		checkFastPath(t, []byte(in))
+	}
+	checkFastPath(t, []byte(strings.Repeat("[", maxCanonicalDepth+1)+strings.Repeat("]", maxCanonicalDepth+1)))
+	checkFastPath(t, []byte(strings.Repeat("{\"a\":", maxCanonicalDepth)+"1"+strings.Repeat("}", maxCanonicalDepth)))
+	checkFastPath(t, []byte(strings.Repeat("{\"a\":", maxCanonicalDepth+1)+"1"+strings.Repeat("}", maxCanonicalDepth+1)))
+	rapid.Check(t, func(rt *rapid.T) {
+		b, err := json.Marshal(jsonValue(3).Draw(rt, "value"))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		checkFastPath(rt, b)
+		var ind bytes.Buffer
+		if err := json.Indent(&ind, b, "\t", " "); err != nil {
+			rt.Fatal(err)
+		}
+		checkFastPath(rt, ind.Bytes())
+	})
+	// Short strings of JSON's punctuation, digits and letters: mostly
+	// invalid, some valid, many one byte away from valid.
+	rapid.Check(t, func(rt *rapid.T) {
+		checkFastPath(rt, []byte(rapid.StringMatching(`[\[\]{}",:0-9eE.+\- tnrulfas\\]{0,10}`).Draw(rt, "text")))
+	})
+}
+
+func checkFastPath(t interface {
+	Helper()
+	Errorf(string, ...any)
+}, in []byte) {
+	t.Helper()
+	c := canonicalizer{in: in}
+	if _, ok := c.document(nil); ok != json.Valid(in) {
+		t.Errorf("fast path on %q: ok %v, but json.Valid says %v", in, ok, json.Valid(in))
+	}
+}
+
 func checkCanonical(t interface {
 	Helper()
 	Errorf(string, ...any)
