@@ -21,6 +21,8 @@ var canonicalSeeds = []string{
 	`{"b":{"d":[1,{"z":null,"y":true}],"c":"x"},"a":[]}`, ` { "k" : "v" } `, `{"\u0062":1,"a":2}`, `{"é":1,"e":2,"z":3}`,
 	`{"a":1}x`, `{"a":}`, `[1,]`, `{"a" 1}`, `01`, `1.`, `-`, `"unterminated`, `tru`, `{"a":1,,"b":2}`, ``, `  `,
 	`"bad \x escape"`, "\"ctl \x01\"", "\"\xff\"", `1 2`, `{"a":[1,2}`,
+	// Cut short where a scanner that read one byte too far would panic.
+	`1e`, `1e+`, `-1.`, `[1e`, `{`, `{ `, `{"a"`, `{"a":`, `{"a":1,`, `{"a":1`, `[`, `[1`, `[1,`, `"`, `"\`,
 }
 
 // TestCanonicalizeOracle: the one-pass canonicalizer gives exactly the
@@ -68,6 +70,11 @@ func TestCanonicalizeFastPath(t *testing.T) {
 	checkFastPath(t, []byte(strings.Repeat("[", maxCanonicalDepth+1)+strings.Repeat("]", maxCanonicalDepth+1)))
 	checkFastPath(t, []byte(strings.Repeat("{\"a\":", maxCanonicalDepth)+"1"+strings.Repeat("}", maxCanonicalDepth)))
 	checkFastPath(t, []byte(strings.Repeat("{\"a\":", maxCanonicalDepth+1)+"1"+strings.Repeat("}", maxCanonicalDepth+1)))
+	checkFastPath(t, []byte(strings.Repeat("[", maxCanonicalDepth)+strings.Repeat("]", maxCanonicalDepth)))
+	// Many siblings at depth one: only a depth counted back down on the way
+	// out stays under the limit.
+	checkFastPath(t, []byte("["+strings.Repeat("{},", maxCanonicalDepth)+"{}]"))
+	checkFastPath(t, []byte("["+strings.Repeat("[],", maxCanonicalDepth)+"[]]"))
 	rapid.Check(t, func(rt *rapid.T) {
 		b, err := json.Marshal(jsonValue(3).Draw(rt, "value"))
 		if err != nil {
@@ -84,6 +91,33 @@ func TestCanonicalizeFastPath(t *testing.T) {
 	// invalid, some valid, many one byte away from valid.
 	rapid.Check(t, func(rt *rapid.T) {
 		checkFastPath(rt, []byte(rapid.StringMatching(`[\[\]{}",:0-9eE.+\- tnrulfas\\]{0,10}`).Draw(rt, "text")))
+	})
+}
+
+// TestAppendJSONString: appendJSONString writes any string as
+// encoding/json's encoder does without HTML escaping — invalid UTF-8 (as
+// \ufffd), control characters, quotes, backslashes and the line separators
+// included. The canonicalizer passes it only decoded, valid strings; the
+// function's contract is wider, and this holds it to all of it.
+func TestAppendJSONString(t *testing.T) {
+	check := func(t interface{ Errorf(string, ...any) }, s string) {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Errorf("encode %q: %v", s, err)
+			return
+		}
+		want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		if got := appendJSONString([]byte("x"), s); !bytes.Equal(got, append([]byte("x"), want...)) {
+			t.Errorf("appendJSONString(%q) = %q, want %q", s, got[1:], want)
+		}
+	}
+	for _, s := range []string{"", "plain", "\x80", "a\x80b", "\xff\xfe", "\xe2\x80", "é\xc3", "\u2028\u2029", "<&>", "\"\\\b\f\n\r\t\x00\x1f\x7f", "日本😀"} {
+		check(t, s)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		check(rt, string(rapid.SliceOfN(rapid.Byte(), 0, 12).Draw(rt, "bytes")))
 	})
 }
 
