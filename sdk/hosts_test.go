@@ -1,9 +1,12 @@
 package sdk_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/forkline/forkline/eventlog"
@@ -221,4 +224,56 @@ func TestShutdownCapturesForHandoff(t *testing.T) {
 	}
 	wantEvents(t, b, id, append(prefix, "dispatch 2", "bound ws from="+ref+" every=5",
 		"started tool wait attempt=2", "succeeded", "captured ws completion gen=5", "completed"))
+}
+
+// TestShutdownCaptureFailureIsLogged: when the capture a shutdown makes for
+// the next owner cannot be taken (the driver fails), the dispatch still
+// ends as cancelled, records capture_failed, and says so at Warn — the
+// next owner will fail with resource_unavailable, and the log is where an
+// operator learns why.
+func TestShutdownCaptureFailureIsLogged(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	drv := testdriver.New().WithoutPortable()
+	var checkpoints atomic.Int64
+	drv.FailCheckpoint = func() error {
+		if checkpoints.Add(1) > 1 { // the baseline is taken; the rest fail
+			return errors.New("disk full")
+		}
+		return nil
+	}
+	started := make(chan struct{}, 1)
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "s", func(ctx context.Context, _ none) (string, error) {
+			ws, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(5))
+			if err != nil {
+				return "", err
+			}
+			if _, err := touchTool(ws, "ws").Call(ctx, 1); err != nil {
+				return "", err
+			}
+			return sdk.DefineTool("wait", func(ctx context.Context, _ int) (string, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return "", ctx.Err()
+			}).Call(ctx, 0)
+		})
+	}, sdk.WithOwner("a"), sdk.WithLogger(logger))
+	id, _ := k.Start(context.Background(), "s", none{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-started
+		cancel()
+	}()
+	if _, err := k.Run(ctx, id); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	wantEvents(t, k, id, []string{"created s", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
+		"started tool touch affects=ws", "succeeded", "started tool wait", "cancelled",
+		"capture_failed ws completion"})
+	logged := buf.String()
+	if strings.Count(logged, "forkline: capture failed") != 1 || !strings.Contains(logged, "resource=ws") ||
+		!strings.Contains(logged, "reason=completion") || !strings.Contains(logged, "disk full") {
+		t.Fatalf("log:\n%s\nwant one Warn \"forkline: capture failed\" for ws (completion, disk full)", logged)
+	}
 }
