@@ -14,6 +14,7 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/internal/testdriver"
+	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/sdk"
 	"github.com/google/go-cmp/cmp"
 )
@@ -503,4 +504,105 @@ func askLLM(ctx context.Context, srv *httptest.Server) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b), nil
+}
+
+// divergeAgent registers agent "a" on a kernel that denies tool rm: with
+// input "x" it calls echo("x") and then rm, which is denied; with any other
+// input it calls echo("x") and then echo(input).
+func divergeAgent(t *testing.T, store eventlog.IndexedLog) *sdk.Kernel {
+	gate := policy.Gate(func(ctx context.Context, c policy.Call) policy.Decision {
+		if c.Target == "rm" {
+			return policy.Decision{Reason: "no deleting"}
+		}
+		return policy.Decision{Allow: true}
+	})
+	return newKernel(t, store, func(k *sdk.Kernel) {
+		echo := sdk.DefineTool("echo", func(ctx context.Context, s string) (string, error) { return s, nil })
+		rm := sdk.DefineTool("rm", func(ctx context.Context, s string) (string, error) { return s, nil })
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, in string) (string, error) {
+			if _, err := echo.Call(ctx, "x"); err != nil {
+				return "", err
+			}
+			if in == "x" {
+				if _, err := rm.Call(ctx, in); !errors.Is(err, sdk.ErrDenied) {
+					return "", fmt.Errorf("rm: %v, want a denial", err)
+				}
+				return "denied", nil
+			}
+			return echo.Call(ctx, in)
+		})
+	}, sdk.WithGate(gate))
+}
+
+// TestForkDivergedAtADenial: a denied step never started, so fork.diverged
+// places it in the prefix by its step.denied — and a fork at that very
+// event holds it (DESIGN §12: the prefix is at or before the fork point).
+func TestForkDivergedAtADenial(t *testing.T) {
+	ctx := context.Background()
+	k := divergeAgent(t, newStore(t))
+	id, _ := k.Start(ctx, "a", "x")
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	var rmID string
+	var at uint64
+	for _, ev := range events(t, k, id) {
+		if p, ok := ev.Data.(*eventlog.StepDenied); ok {
+			rmID, at = p.StepID, ev.Seq
+		}
+	}
+	if at == 0 {
+		t.Fatal("no step.denied in the parent")
+	}
+	fid, err := k.Fork(ctx, id, at, sdk.WithInput("y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, fid); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf(`fork at=%d input="y"`, at), "dispatch 2", "diverged " + rmID[:8],
+		"started tool echo", `succeeded "y"`, "completed"}
+	if diff := cmp.Diff(want, describeEdits(events(t, k, fid)[at:])); diff != "" {
+		t.Fatalf("fork events (-want +got):\n%s", diff)
+	}
+}
+
+// TestForkDivergedIgnoresTheForksOwnSteps: fork.diverged names only steps
+// of the prefix. A step the fork itself started after its fork point — an
+// orphan of a dispatch that died in it, which the next dispatch does not
+// reach — has no end, but is not the prefix's and is not named.
+func TestForkDivergedIgnoresTheForksOwnSteps(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	k := divergeAgent(t, store)
+	id, _ := k.Start(ctx, "a", "z")
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	_, at := stepEvents(t, events(t, k, id), "echo", 0) // the prefix holds echo("x")
+	fid, err := k.Fork(ctx, id, at, sdk.WithInput("y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A dispatch of the fork that started a step and died.
+	if _, err := store.Append(ctx, fid, at+1,
+		eventlog.Event{Seq: at + 2, Time: testTime, Data: &eventlog.DispatchStarted{Dispatch: 2}},
+		eventlog.Event{Seq: at + 3, Time: testTime, Data: &eventlog.StepStarted{StepID: "orphan-of-the-fork", StepKind: eventlog.StepTool, Target: "gone", Idempotency: eventlog.SafeToRetry, Attempt: 1}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := res.Decode(&out); err != nil || out != "y" {
+		t.Fatalf("output %q, %v", out, err)
+	}
+	// The orphan, never reached, is abandoned when the execution completes.
+	want := []string{"dispatch 3", "started tool echo", `succeeded "y"`, "step.abandoned", "completed"}
+	if diff := cmp.Diff(want, describeEdits(events(t, k, fid)[at+3:])); diff != "" {
+		t.Fatalf("fork events after the orphan (-want +got):\n%s", diff)
+	}
 }

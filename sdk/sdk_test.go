@@ -455,6 +455,45 @@ func TestBodiesSerialized(t *testing.T) {
 	}
 }
 
+// TestBodiesConcurrentWithoutResources: the one-at-a-time rule is for
+// executions that have a resource (DESIGN §5); without one, tool and local
+// bodies called from two goroutines run at the same time — each waits until
+// the other has entered — and both are recorded.
+func TestBodiesConcurrentWithoutResources(t *testing.T) {
+	var entered sync.WaitGroup
+	entered.Add(2)
+	both := make(chan struct{})
+	go func() { entered.Wait(); close(both) }()
+	meet := func(ctx context.Context, who string) (string, error) {
+		entered.Done()
+		select {
+		case <-both:
+			return who, nil
+		case <-time.After(5 * time.Second):
+			return "", fmt.Errorf("%s ran alone: the other body did not start within 5 s", who)
+		}
+	}
+	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (none, error) {
+			tool := sdk.DefineTool("meet", func(ctx context.Context, _ none) (string, error) { return meet(ctx, "tool") })
+			errs := make(chan error, 2)
+			go func() { _, err := tool.Call(ctx, none{}); errs <- err }()
+			go func() {
+				_, err := sdk.Step(ctx, "meet", func(ctx context.Context) (string, error) { return meet(ctx, "step") })
+				errs <- err
+			}()
+			return none{}, errors.Join(<-errs, <-errs)
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := strings.Join(describeAll(events(t, k, id)), ",")
+	if strings.Count(evs, "started ") != 2 || strings.Count(evs, "succeeded") != 2 || !strings.HasSuffix(evs, "completed") {
+		t.Fatalf("events %s, want two steps started and succeeded, then completed", evs)
+	}
+}
+
 // TestBadInput: every bad input of DESIGN §7 gets a clear error and appends
 // nothing.
 func TestBadInput(t *testing.T) {
