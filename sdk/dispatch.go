@@ -55,14 +55,14 @@ type dispatch struct {
 
 	// recorded is how many steps the lineage recorded when the dispatch
 	// began (the first recorded of replay.State.At); consumed marks, by
-	// index, the steps this dispatch reached again, and consumedOver the
-	// overrides of steps the lineage does not hold; nConsumed counts both.
-	// It replays while some remain (IsReplaying).
-	recorded     int
-	consumed     []uint64
-	consumedOver map[string]bool
-	nConsumed    int
-	pos          *positions // call positions and Strict's checks (DESIGN §15)
+	// index, the steps this dispatch reached again, and nConsumed counts
+	// them. It replays while some remain (IsReplaying). An override of a
+	// step the lineage does not hold is not a recorded step (DESIGN §13)
+	// and is not counted: reaching it first must not end replaying.
+	recorded  int
+	consumed  []uint64
+	nConsumed int
+	pos       *positions // call positions and Strict's checks (DESIGN §15)
 
 	// Who held the execution (DESIGN §11, where a resource may be opened):
 	// holder is the Owner of the newest dispatch.started, holderSince the
@@ -552,7 +552,7 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 	// Read-only: rec's slices are the fold's; nothing here writes to them.
 	rec, index, seen := d.state.Lookup(stepID)
 	if seen {
-		d.consumeLocked(stepID, index)
+		d.consumeLocked(index)
 	}
 	if err := d.positionLocked(c, stepID, seen); err != nil {
 		d.mu.Unlock()
@@ -600,14 +600,11 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 	return d.attempts(ctx, stepID, attempt, time.Time{}, c)
 }
 
-// consumeLocked marks step stepID, at index (-1 for an override of a step
-// the lineage does not hold), as reached again by this dispatch.
-func (d *dispatch) consumeLocked(stepID string, index int) {
+// consumeLocked marks the step at index as reached again by this dispatch;
+// index is -1 for an override of a step the lineage does not hold, which
+// is not one of the recorded steps replaying waits for.
+func (d *dispatch) consumeLocked(index int) {
 	if index < 0 {
-		if !d.consumedOver[stepID] {
-			d.consumedOver[stepID] = true
-			d.nConsumed++
-		}
 		return
 	}
 	w, bit := index/64, uint64(1)<<(index%64)

@@ -414,14 +414,13 @@ func (k *Kernel) release(ctx context.Context, leaser eventlog.Leaser, lease even
 // load folds id's lineage into a new dispatch.
 func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 	d := &dispatch{
-		k:            k,
-		id:           id,
-		exec:         k.tel.execAttr(id),
-		state:        replay.NewWith(replay.Options{DropArgs: true}), // args are read from the log when an error quotes them
-		cov:          coverage.New(),
-		occ:          make(map[[16]byte]uint64),
-		consumedOver: make(map[string]bool),
-		res:          make(map[string]*bound),
+		k:     k,
+		id:    id,
+		exec:  k.tel.execAttr(id),
+		state: replay.NewWith(replay.Options{DropArgs: true}), // args are read from the log when an error quotes them
+		cov:   coverage.New(),
+		occ:   make(map[[16]byte]uint64),
+		res:   make(map[string]*bound),
 	}
 	// The counter asks the replay state, which apply folds first, whether
 	// a step started, instead of keeping a second set of every StepID.

@@ -3,12 +3,15 @@ package sdk_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -88,5 +91,70 @@ func TestReplayAwareLogger(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, kernel); diff != "" {
 		t.Fatalf("kernel lines (-want +got):\n%s\nlog:\n%s", diff, buf.String())
+	}
+}
+
+// TestReplayingCountsOnlyStepsTheLineageHolds: a fork that overrides two
+// steps forks at the first one's end, so its lineage does not hold the
+// second; that override is not a recorded step of the lineage (DESIGN
+// §13), and reaching it first must not end replaying while a step the
+// lineage holds is still to be reached. The fork's handler calls s2 (held
+// only by its override) first, then s0 and s1 (held).
+func TestReplayingCountsOnlyStepsTheLineageHolds(t *testing.T) {
+	ctx := context.Background()
+	var reorder atomic.Bool
+	var replaying []bool
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) {
+			order := []int{0, 1, 2}
+			if reorder.Load() {
+				order = []int{2, 0, 1}
+			}
+			sum := 0
+			for _, i := range order {
+				replaying = append(replaying, sdk.IsReplaying(ctx))
+				n, err := sdk.Step(ctx, fmt.Sprintf("s%d", i), func(context.Context) (int, error) { return i, nil })
+				if err != nil {
+					return 0, err
+				}
+				sum = sum*10 + n
+			}
+			replaying = append(replaying, sdk.IsReplaying(ctx))
+			return sum, nil
+		})
+	})
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	var s1End uint64
+	for _, ev := range events(t, k, id) {
+		switch p := ev.Data.(type) {
+		case *eventlog.StepStarted:
+			ids[p.Target] = p.StepID
+		case *eventlog.StepSucceeded:
+			if p.StepID == ids["s1"] {
+				s1End = ev.Seq
+			}
+		}
+	}
+	fid, err := k.Fork(ctx, id, s1End, sdk.WithResult(ids["s1"], 5), sdk.WithResult(ids["s2"], 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reorder.Store(true)
+	replaying = nil
+	res, err := k.Run(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out int
+	if err := res.Decode(&out); err != nil || out != 705 {
+		t.Fatalf("fork output %d, %v; want 705 (s2's override, s0 recorded, s1's override)", out, err)
+	}
+	// Replaying until s1, the last step the lineage holds, is reached.
+	if diff := cmp.Diff([]bool{true, true, true, false}, replaying); diff != "" {
+		t.Fatalf("IsReplaying before s2, s0, s1 and after, in the fork (-want +got):\n%s", diff)
 	}
 }
