@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -604,5 +605,49 @@ func TestForkDivergedIgnoresTheForksOwnSteps(t *testing.T) {
 	want := []string{"dispatch 3", "started tool echo", `succeeded "y"`, "step.abandoned", "completed"}
 	if diff := cmp.Diff(want, describeEdits(events(t, k, fid)[at+3:])); diff != "" {
 		t.Fatalf("fork events after the orphan (-want +got):\n%s", diff)
+	}
+}
+
+// TestForkWithoutInputNeverDiverges: fork.diverged belongs to forks with a
+// new input (DESIGN §12). A plain fork whose handler makes a live call
+// while recorded steps of its prefix remain unconsumed (here it calls a new
+// echo("b") before the recorded echo("x") and echo("a")) records none.
+func TestForkWithoutInputNeverDiverges(t *testing.T) {
+	ctx := context.Background()
+	var first atomic.Value
+	first.Store("")
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		echo := sdk.DefineTool("echo", func(ctx context.Context, s string) (string, error) { return s, nil })
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			out := ""
+			for _, s := range []string{first.Load().(string), "x", "a"} {
+				if s == "" {
+					continue
+				}
+				r, err := echo.Call(ctx, s)
+				if err != nil {
+					return "", err
+				}
+				out += r
+			}
+			return out, nil
+		})
+	})
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	at := uint64(len(events(t, k, id)) - 1) // echo("a")'s step.succeeded
+	fid, err := k.Fork(ctx, id, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Store("b")
+	if _, err := k.Run(ctx, fid); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("fork at=%d", at), "dispatch 2", "started tool echo", `succeeded "b"`, "completed"}
+	if diff := cmp.Diff(want, describeEdits(events(t, k, fid)[at:])); diff != "" {
+		t.Fatalf("fork events (-want +got):\n%s", diff)
 	}
 }

@@ -2,7 +2,10 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/forkline/forkline/eventlog"
@@ -75,5 +78,39 @@ func TestOpenNamesLocalOwner(t *testing.T) {
 	}
 	if got := owners(t, mem, id); len(got) != 1 || got[0] == "" || got[0] == sdk.LocalOwner("") {
 		t.Fatalf("in memory: dispatch owners %q, want one unique name", got)
+	}
+}
+
+// TestOwnerNames: LocalOwner is the host name, a colon and the folder's
+// absolute path (a relative folder made absolute); a kernel's default
+// owner is the host name, the process ID and eight hex digits. The host
+// name is os.Hostname's, "localhost" only when it has none.
+func TestOwnerNames(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{
+		"/var/lib/agents": host + ":/var/lib/agents",
+		"rel/logs":        host + ":" + filepath.Join(wd, "rel/logs"),
+	} {
+		if got := sdk.LocalOwner(dir); got != want {
+			t.Errorf("LocalOwner(%q) = %q, want %q", dir, got, want)
+		}
+	}
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(context.Context, none) (string, error) { return "ok", nil })
+	})
+	id, _ := k.Start(context.Background(), "a", none{})
+	if _, err := k.Run(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	pattern := "^" + regexp.QuoteMeta(fmt.Sprintf("%s/%d/", host, os.Getpid())) + "[0-9a-f]{8}$"
+	if got := owners(t, k, id); len(got) != 1 || !regexp.MustCompile(pattern).MatchString(got[0]) {
+		t.Fatalf("default owner %q, want one matching %s", got, pattern)
 	}
 }

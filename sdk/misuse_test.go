@@ -372,3 +372,40 @@ func TestLeaseTakeoverFences(t *testing.T) {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 }
+
+// countedLeases counts the renewals that reach the store.
+type countedLeases struct {
+	*pebblestore.Store
+	renewals *atomic.Int64
+}
+
+func (s countedLeases) Renew(ctx context.Context, l eventlog.Lease, ttl time.Duration) (eventlog.Lease, error) {
+	s.renewals.Add(1)
+	return s.Store.Renew(ctx, l, ttl)
+}
+
+// TestLeaseRenewedWithinItsTTL: a dispatch renews its lease every third of
+// the TTL, so a body that runs for several TTLs keeps it: with a TTL of
+// 300 ms, a body of a second sees about ten renewals (a renewal every TTL
+// or later would let the lease lapse between two).
+func TestLeaseRenewedWithinItsTTL(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	var renewals atomic.Int64
+	k := newKernel(t, countedLeases{store, &renewals}, func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			return sdk.Step(ctx, "long", func(context.Context) (string, error) {
+				time.Sleep(time.Second)
+				return "done", nil
+			})
+		})
+	}, sdk.WithOwner("A"), sdk.WithLeaseTTL(300*time.Millisecond))
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if n := renewals.Load(); n < 3 {
+		t.Errorf("%d renewals in a one-second body under a 300 ms TTL, want about ten (every 100 ms)", n)
+	}
+	wantEvents(t, k, id, []string{"created a", "dispatch 1", "started local long", "succeeded", "completed"})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,6 +150,8 @@ func TestRetryFinalFailure(t *testing.T) {
 			[]string{"started tool fetch", "failed 503 unavailable"}},
 		{"retryable panics", sdk.RetryPolicy{MaxAttempts: 5, Retryable: func(err error) bool { panic("no") }},
 			[]string{"started tool fetch", "failed 503 unavailable"}},
+		{"retryable says yes", sdk.RetryPolicy{MaxAttempts: 2, Initial: time.Millisecond, Retryable: func(err error) bool { return strings.Contains(err.Error(), "503") }},
+			[]string{"started tool fetch", "retrying 503 unavailable", "started tool fetch attempt=2", "failed 503 unavailable"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int64
@@ -468,6 +471,14 @@ func TestRetryBadInput(t *testing.T) {
 	}
 	if _, err := sdk.New(newStore(t), sdk.WithClock(nil)); !errors.Is(err, sdk.ErrInvalid) {
 		t.Fatalf("WithClock(nil) = %v, want ErrInvalid", err)
+	}
+	for _, opt := range []struct {
+		name string
+		opt  sdk.Option
+	}{{"WithLeaseTTL(0)", sdk.WithLeaseTTL(0)}, {"WithLeaseTTL(-1s)", sdk.WithLeaseTTL(-time.Second)}, {"ParkAfter(0)", sdk.ParkAfter(0)}, {"ParkAfter(-1s)", sdk.ParkAfter(-time.Second)}} {
+		if _, err := sdk.New(newStore(t), opt.opt); !errors.Is(err, sdk.ErrInvalid) {
+			t.Errorf("%s = %v, want ErrInvalid", opt.name, err)
+		}
 	}
 }
 
