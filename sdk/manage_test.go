@@ -267,8 +267,19 @@ func TestServe(t *testing.T) {
 	if diff := cmp.Diff(want, describeAll(events(t, k, interrupted))); diff != "" {
 		t.Fatalf("interrupted execution (-want +got):\n%s", diff)
 	}
-	if err := k.Serve(ctx, sdk.Concurrency(0)); !errors.Is(err, sdk.ErrInvalid) {
-		t.Fatalf("Serve with concurrency 0 = %v", err)
+	for _, opt := range []struct {
+		name string
+		opt  sdk.ServeOption
+	}{{"Concurrency(0)", sdk.Concurrency(0)}, {"PollEvery(0)", sdk.PollEvery(0)}, {"PollEvery(-1s)", sdk.PollEvery(-time.Second)}} {
+		if err := k.Serve(ctx, opt.opt); !errors.Is(err, sdk.ErrInvalid) {
+			t.Errorf("Serve with %s = %v, want ErrInvalid", opt.name, err)
+		}
+	}
+	// The smallest allowed values serve: Concurrency(1), a 1 ns poll.
+	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := k.Serve(sctx, sdk.Concurrency(1), sdk.PollEvery(time.Nanosecond)); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Serve with Concurrency(1), PollEvery(1ns) = %v, want it to serve until its context ends", err)
 	}
 }
 

@@ -182,3 +182,38 @@ func TestSleepParkedAfterChildIsNotWokenEarly(t *testing.T) {
 	serveUntilEnded(t, k, id)
 	rwant(t, k, id, append(parked, "dispatch 2", "timer.fired", "completed"))
 }
+
+// TestSleepOfExactlyParkAfterWaits: only a wait longer than ParkAfter
+// parks; a Sleep of exactly ParkAfter waits on the clock in the dispatch.
+func TestSleepOfExactlyParkAfterWaits(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			if err := sdk.Sleep(ctx, time.Minute); err != nil {
+				return "", err
+			}
+			return "rested", nil
+		})
+	}, sdk.WithClock(clock), sdk.ParkAfter(time.Minute))
+	id, _ := k.Start(ctx, "a", none{})
+	done := runAsync(ctx, k, id)
+	for waiting := false; !waiting; {
+		select {
+		case err := <-done:
+			t.Fatalf("Run = %v before the sleep waited; want it waiting on the clock", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		clock.mu.Lock()
+		waiting = len(clock.waiters) > 0
+		clock.mu.Unlock()
+	}
+	if left := clock.waitWaiter(t); left != time.Minute {
+		t.Fatalf("the sleep waits %v, want 1m", left)
+	}
+	clock.Advance(time.Minute)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rwant(t, k, id, []string{"created a", "dispatch 1", "timer.started", "timer.fired", "completed"})
+}
