@@ -189,3 +189,48 @@ func TestOpenPostgresURL(t *testing.T) {
 		t.Fatalf("events %v, want %v", describeAll(events(t, k, id)), want)
 	}
 }
+
+// TestServeClaimsOnlyFreeSlots: Serve on a store that claims (Postgres)
+// claims no more executions than it has free slots. With Concurrency(1)
+// and one execution running, a second runnable one stays unclaimed — free
+// for another kernel — however many polls go by; it runs once the first
+// ends.
+func TestServeClaimsOnlyFreeSlots(t *testing.T) {
+	ctx := t.Context()
+	store := openPG(t, 1)[0]
+	entered := make(chan int, 2)
+	release := make(chan struct{})
+	k := newKernel(t, store, func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, n int) (int, error) {
+			entered <- n
+			<-release
+			return n, nil
+		})
+	}, sdk.WithOwner("A"))
+	a, _ := k.Start(ctx, "a", 1)
+	b, _ := k.Start(ctx, "a", 2)
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- k.Serve(sctx, sdk.Concurrency(1), sdk.PollEvery(5*time.Millisecond)) }()
+	first := <-entered
+	waiting := map[int]eventlog.ID{1: b, 2: a}[first]
+	time.Sleep(100 * time.Millisecond) // about twenty polls
+	if l, held, err := store.Holder(ctx, waiting); err != nil || held {
+		t.Fatalf("with its one slot busy, Serve holds the other execution too: %+v, %v, %v", l, held, err)
+	}
+	close(release)
+	if second := <-entered; second == first {
+		t.Fatalf("execution %d ran twice", first)
+	}
+	for _, id := range []eventlog.ID{a, b} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := k.Wait(wctx, id); err != nil {
+			t.Fatalf("Wait(%s) = %v", id, err)
+		}
+		cancel()
+	}
+	stop()
+	if err := <-served; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Serve = %v", err)
+	}
+}

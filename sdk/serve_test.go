@@ -289,3 +289,41 @@ func TestServeKeepsItsLeaseThroughAStoreError(t *testing.T) {
 		t.Fatalf("logged %d resumptions, want 2:\n%s", n, logs.String())
 	}
 }
+
+// TestServeLogsFailedRunsAtDebug: Serve says at Debug which of the runs it
+// started ended with an error (the execution's failure), naming the
+// execution, and says nothing of the runs that succeeded.
+func TestServeLogsFailedRunsAtDebug(t *testing.T) {
+	ctx := context.Background()
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, fail bool) (string, error) {
+			if fail {
+				return "", errors.New("boom")
+			}
+			return "ok", nil
+		})
+	}, sdk.WithLogger(logger))
+	bad, _ := k.Start(ctx, "a", true)
+	good, _ := k.Start(ctx, "a", false)
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- k.Serve(sctx, sdk.PollEvery(5*time.Millisecond)) }()
+	for _, id := range []eventlog.ID{bad, good} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, _ = k.Wait(wctx, id)
+		cancel()
+	}
+	stop()
+	<-served
+	var lines []string
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(line, "run ended with an error") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=DEBUG") || !strings.Contains(lines[0], "execution="+bad.String()) || !strings.Contains(lines[0], "boom") {
+		t.Fatalf("Serve's run-ended lines: %q; want one at Debug, for %s, quoting boom", lines, bad)
+	}
+}
