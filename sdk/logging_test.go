@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -156,5 +157,58 @@ func TestReplayingCountsOnlyStepsTheLineageHolds(t *testing.T) {
 	// Replaying until s1, the last step the lineage holds, is reached.
 	if diff := cmp.Diff([]bool{true, true, true, false}, replaying); diff != "" {
 		t.Fatalf("IsReplaying before s2, s0, s1 and after, in the fork (-want +got):\n%s", diff)
+	}
+}
+
+// TestDispatchEndLogs: how a dispatch ended is logged at Info, one line
+// each: the execution completed; it failed (with its failure code and
+// message); or the dispatch stopped and the execution can resume.
+func TestDispatchEndLogs(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	stopping := make(chan struct{})
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, how string) (string, error) {
+			switch how {
+			case "fail":
+				return "", errors.New("boom")
+			case "stop":
+				close(stopping)
+				<-ctx.Done()
+				return "", ctx.Err()
+			}
+			return "ok", nil
+		})
+	}, sdk.WithLogger(logger))
+	ended := func(how string) string {
+		t.Helper()
+		buf.Reset()
+		id, _ := k.Start(ctx, "a", how)
+		rctx, cancel := context.WithCancel(ctx)
+		if how == "stop" {
+			go func() { <-stopping; cancel() }()
+		}
+		_, _ = k.Run(rctx, id)
+		cancel()
+		var lines []string
+		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			if !strings.Contains(line, "dispatch started") {
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) != 1 || !strings.Contains(lines[0], "execution="+id.String()) {
+			t.Fatalf("%s: log %q, want one line naming %s", how, lines, id)
+		}
+		return lines[0]
+	}
+	if l := ended("ok"); !strings.Contains(l, `msg="forkline: execution completed"`) {
+		t.Errorf("completed: %s", l)
+	}
+	if l := ended("fail"); !strings.Contains(l, `msg="forkline: execution failed"`) || !strings.Contains(l, "code=handler") || !strings.Contains(l, "error=boom") {
+		t.Errorf("failed: %s", l)
+	}
+	if l := ended("stop"); !strings.Contains(l, `msg="forkline: dispatch stopped; the execution can resume"`) {
+		t.Errorf("stopped: %s", l)
 	}
 }
