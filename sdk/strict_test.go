@@ -361,3 +361,52 @@ func TestStrictOffInEditedFork(t *testing.T) {
 		wantEvents(t, k, fid, want)
 	}
 }
+
+// TestNonDeterministicErrorMessage: the message names the call made and the
+// first recorded call it replaced, and counts the other recorded calls not
+// made — only when there are any.
+func TestNonDeterministicErrorMessage(t *testing.T) {
+	a := sdk.RecordedCall{Kind: eventlog.StepTool, Target: "write", Args: `"a"`, Seq: 3}
+	b := sdk.RecordedCall{Kind: eventlog.StepTool, Target: "write", Args: `"b"`, Position: 1, Seq: 5}
+	got := &sdk.RecordedCall{Kind: eventlog.StepTool, Target: "write", Args: `"A"`}
+	const head = `the handler called tool "write" "A" #0 where the lineage recorded tool "write" "a" #0 (seq 3)`
+	for _, tc := range []struct {
+		expected []sdk.RecordedCall
+		tail     string
+	}{
+		{[]sdk.RecordedCall{a}, ""},
+		{[]sdk.RecordedCall{a, b}, " (and 1 more recorded call(s) not made)"},
+	} {
+		msg := (&sdk.NonDeterministicError{Expected: tc.expected, Got: got}).Error()
+		if !strings.HasSuffix(msg, head+tc.tail) {
+			t.Errorf("%d expected: message %q, want it to end %q", len(tc.expected), msg, head+tc.tail)
+		}
+	}
+}
+
+// TestStrictOnInPlainFork: Strict stays on in a fork with no edit (no new
+// input, no override): a handler that calls another step there than the
+// lineage recorded fails the fork nondeterministic.
+func TestStrictOnInPlainFork(t *testing.T) {
+	ctx := context.Background()
+	var name atomic.Value
+	name.Store("first")
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			n := name.Load().(string)
+			return sdk.Step(ctx, n, func(context.Context) (string, error) { return n, nil })
+		})
+	}, sdk.Strict())
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	fid, err := k.Fork(ctx, id, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name.Store("other")
+	if _, err := k.Run(ctx, fid); !errors.Is(err, sdk.ErrNonDeterministic) {
+		t.Fatalf("Run of the plain fork = %v, want ErrNonDeterministic", err)
+	}
+}
