@@ -173,6 +173,49 @@ func TestTakeoverUncoveredFails(t *testing.T) {
 	}
 }
 
+// shutdownAgent registers agent "s": resource ws of drv (EverySteps 5),
+// touch 1, then tool wait, which — when started is not nil — signals it
+// and waits for its dispatch to end.
+func shutdownAgent(drv *testdriver.Driver, started chan<- struct{}) func(*sdk.Kernel) {
+	return func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "s", func(ctx context.Context, _ none) (string, error) {
+			ws, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(5))
+			if err != nil {
+				return "", err
+			}
+			if _, err := touchTool(ws, "ws").Call(ctx, 1); err != nil {
+				return "", err
+			}
+			wait := sdk.DefineTool("wait", func(ctx context.Context, _ int) (string, error) {
+				if started == nil {
+					return "ok", nil
+				}
+				started <- struct{}{}
+				<-ctx.Done()
+				return "", ctx.Err()
+			})
+			return wait.Call(ctx, 0)
+		})
+	}
+}
+
+// runUntilShutdown starts agent "s" on k and runs it until started says
+// its wait tool runs, then cancels the dispatch (a shutdown): Run must
+// return context.Canceled.
+func runUntilShutdown(t *testing.T, k *sdk.Kernel, started <-chan struct{}) eventlog.ID {
+	t.Helper()
+	id, _ := k.Start(context.Background(), "s", none{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-started
+		cancel()
+	}()
+	if _, err := k.Run(ctx, id); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	return id
+}
+
 // DESIGN §11: a dispatch whose context ends (Serve stopping, a shutdown)
 // captures its uncovered resources first, so the next owner binds from
 // the head instead of failing.
@@ -180,45 +223,15 @@ func TestShutdownCapturesForHandoff(t *testing.T) {
 	store := newStore(t)
 	drv := testdriver.New().WithoutPortable()
 	started := make(chan struct{}, 1)
-	register := func(block bool) func(*sdk.Kernel) {
-		return func(k *sdk.Kernel) {
-			_, _ = sdk.Register(k, "s", func(ctx context.Context, _ none) (string, error) {
-				ws, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(5))
-				if err != nil {
-					return "", err
-				}
-				if _, err := touchTool(ws, "ws").Call(ctx, 1); err != nil {
-					return "", err
-				}
-				wait := sdk.DefineTool("wait", func(ctx context.Context, _ int) (string, error) {
-					if !block {
-						return "ok", nil
-					}
-					started <- struct{}{}
-					<-ctx.Done()
-					return "", ctx.Err()
-				})
-				return wait.Call(ctx, 0)
-			})
-		}
-	}
-	a := newKernel(t, store, register(true), sdk.WithOwner("a"))
-	id, _ := a.Start(context.Background(), "s", none{})
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-started
-		cancel()
-	}()
-	if _, err := a.Run(ctx, id); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run = %v, want context.Canceled", err)
-	}
+	a := newKernel(t, store, shutdownAgent(drv, started), sdk.WithOwner("a"))
+	id := runUntilShutdown(t, a, started)
 	prefix := []string{"created s", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
 		"started tool touch affects=ws", "succeeded", "started tool wait", "cancelled",
 		"captured ws completion gen=3"}
 	wantEvents(t, a, id, prefix)
 	ref := events(t, a, id)[8].Data.(*eventlog.ResourceCaptured).Ref
 
-	b := newKernel(t, store, register(false), sdk.WithOwner("b"))
+	b := newKernel(t, store, shutdownAgent(drv, nil), sdk.WithOwner("b"))
 	if _, err := b.Run(context.Background(), id); err != nil {
 		t.Fatalf("worker b: %v", err)
 	}
@@ -243,31 +256,8 @@ func TestShutdownCaptureFailureIsLogged(t *testing.T) {
 		return nil
 	}
 	started := make(chan struct{}, 1)
-	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
-		_, _ = sdk.Register(k, "s", func(ctx context.Context, _ none) (string, error) {
-			ws, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(5))
-			if err != nil {
-				return "", err
-			}
-			if _, err := touchTool(ws, "ws").Call(ctx, 1); err != nil {
-				return "", err
-			}
-			return sdk.DefineTool("wait", func(ctx context.Context, _ int) (string, error) {
-				started <- struct{}{}
-				<-ctx.Done()
-				return "", ctx.Err()
-			}).Call(ctx, 0)
-		})
-	}, sdk.WithOwner("a"), sdk.WithLogger(logger))
-	id, _ := k.Start(context.Background(), "s", none{})
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-started
-		cancel()
-	}()
-	if _, err := k.Run(ctx, id); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run = %v, want context.Canceled", err)
-	}
+	k := newKernel(t, newStore(t), shutdownAgent(drv, started), sdk.WithOwner("a"), sdk.WithLogger(logger))
+	id := runUntilShutdown(t, k, started)
 	wantEvents(t, k, id, []string{"created s", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
 		"started tool touch affects=ws", "succeeded", "started tool wait", "cancelled",
 		"capture_failed ws completion"})
