@@ -234,3 +234,89 @@ func TestApprovalRequestAppendFails(t *testing.T) {
 		t.Fatalf("a failed request was logged:\n%s", logged.String())
 	}
 }
+
+// TestRunnableWithARequestLeftInTheInbox: a request can be left in a
+// waiting execution's inbox when it arrived while an owner held the
+// execution (Approve's or Cancel's settle found it busy) and that owner
+// parked before its next look in the inbox. Serve must run such an
+// execution even though its wake time has not come (a sleep's) or it has
+// none (an approval's): the request, not the clock, is what it awaits.
+// Without the request it is not runnable; its run takes the request.
+func TestRunnableWithARequestLeftInTheInbox(t *testing.T) {
+	ctx := context.Background()
+	runnable := func(k *Kernel, id eventlog.ID) bool {
+		t.Helper()
+		ids, err := k.runnable(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(ids, id)
+	}
+	leave := func(k *Kernel, id eventlog.ID, p eventlog.Payload) {
+		t.Helper()
+		if _, err := k.log.(eventlog.Inbox).Request(ctx, id, p, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("approval", func(t *testing.T) {
+		gate := func(_ context.Context, c policy.Call) policy.Decision {
+			return policy.Decision{Approval: c.Target == "pay", Allow: true, Reason: "payments need a person"}
+		}
+		k, _ := wakeKernel(t, WithGate(gate), ParkAfter(time.Millisecond))
+		id, pending := parkedOnPay(t, k)
+		if info, _ := k.log.Info(ctx, id); !info.WakeAt.IsZero() {
+			t.Fatalf("parked on an approval until %v, want no wake time", info.WakeAt)
+		}
+		if runnable(k, id) {
+			t.Fatal("an execution parked on an approval with an empty inbox is runnable")
+		}
+		leave(k, id, &eventlog.ApprovalGranted{StepID: pending[0].StepID, By: "late"})
+		if !runnable(k, id) {
+			t.Fatal("an execution parked on an approval whose decision waits in its inbox is not runnable")
+		}
+		res, err := k.Run(ctx, id)
+		var out int
+		if err != nil || res.Decode(&out) != nil || out != 1 {
+			t.Fatalf("Run = %d, %v", out, err)
+		}
+		want := []eventlog.Kind{eventlog.KindExecutionCreated, eventlog.KindDispatchStarted, eventlog.KindApprovalRequested,
+			eventlog.KindDispatchParked, eventlog.KindApprovalGranted, eventlog.KindDispatchStarted,
+			eventlog.KindStepStarted, eventlog.KindStepSucceeded, eventlog.KindExecutionCompleted}
+		if kinds := kindsOf(t, k, id); !slices.Equal(kinds, want) {
+			t.Fatalf("lineage %v, want %v", kinds, want)
+		}
+	})
+
+	t.Run("sleep", func(t *testing.T) {
+		k, _ := wakeKernel(t, ParkAfter(time.Millisecond))
+		if _, err := Register(k, "a", func(ctx context.Context, _ int) (int, error) {
+			return 0, Sleep(ctx, time.Hour)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		id, _ := k.Start(ctx, "a", 1)
+		if _, err := k.Run(ctx, id); !errors.Is(err, ErrWaiting) {
+			t.Fatalf("Run = %v, want ErrWaiting", err)
+		}
+		if runnable(k, id) {
+			t.Fatal("an execution asleep for an hour with an empty inbox is runnable")
+		}
+		leave(k, id, &eventlog.CancelRequested{Reason: "stop", By: "elsewhere"})
+		if !runnable(k, id) {
+			t.Fatal("an asleep execution whose cancel waits in its inbox is not runnable")
+		}
+		var ce *CancelledError
+		if _, err := k.Run(ctx, id); !errors.As(err, &ce) {
+			t.Fatalf("Run = %v, want a *CancelledError", err)
+		}
+		if info, _ := k.log.Info(ctx, id); info.Status != eventlog.StatusCancelled {
+			t.Fatalf("status %s, want cancelled", info.Status)
+		}
+		want := []eventlog.Kind{eventlog.KindExecutionCreated, eventlog.KindDispatchStarted, eventlog.KindTimerStarted,
+			eventlog.KindDispatchParked, eventlog.KindCancelRequested, eventlog.KindExecutionCancelled}
+		if kinds := kindsOf(t, k, id); !slices.Equal(kinds, want) {
+			t.Fatalf("lineage %v, want %v", kinds, want)
+		}
+	})
+}
