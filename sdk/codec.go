@@ -114,7 +114,7 @@ func checkUTF8(b []byte, v any) error {
 	if !bytes.Contains(b, []byte(`\ufffd`)) {
 		return nil
 	}
-	if path, bad := invalidUTF8(reflect.ValueOf(v), "args", 0); bad {
+	if path, bad := invalidUTF8(reflect.ValueOf(v), "args"); bad {
 		return fmt.Errorf("%w: %s", errInvalidUTF8, path)
 	}
 	return nil
@@ -127,9 +127,11 @@ var (
 
 // invalidUTF8 reports where v holds a string that is not valid UTF-8, as
 // encoding/json would encode it. v encoded without error, so it has no
-// cycle; depth bounds the walk all the same.
-func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
-	if !v.IsValid() || depth > 1000 {
+// cycle (encoding/json refuses one) and the walk ends; it goes as deep as
+// the encoding went, since a bad string deep down gives two different
+// args one StepID as surely as one at the top.
+func invalidUTF8(v reflect.Value, path string) (string, bool) {
+	if !v.IsValid() {
 		return "", false
 	}
 	if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
@@ -147,11 +149,11 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 	case reflect.String:
 		return path, !utf8.ValidString(v.String())
 	case reflect.Pointer, reflect.Interface:
-		return invalidUTF8(v.Elem(), path, depth+1)
+		return invalidUTF8(v.Elem(), path)
 	case reflect.Struct:
 		for i := range t.NumField() {
 			if f := t.Field(i); f.IsExported() || f.Anonymous {
-				if p, bad := invalidUTF8(v.Field(i), path+"."+f.Name, depth+1); bad {
+				if p, bad := invalidUTF8(v.Field(i), path+"."+f.Name); bad {
 					return p, true
 				}
 			}
@@ -160,10 +162,10 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 		it := v.MapRange()
 		for it.Next() {
 			k := it.Key()
-			if p, bad := invalidUTF8(k, path+" key", depth+1); bad {
+			if p, bad := invalidUTF8(k, path+" key"); bad {
 				return p, true
 			}
-			if p, bad := invalidUTF8(it.Value(), fmt.Sprintf("%s[%q]", path, k.Interface()), depth+1); bad {
+			if p, bad := invalidUTF8(it.Value(), fmt.Sprintf("%s[%q]", path, k.Interface())); bad {
 				return p, true
 			}
 		}
@@ -172,7 +174,7 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 			return "", false // bytes encode as base64
 		}
 		for i := range v.Len() {
-			if p, bad := invalidUTF8(v.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1); bad {
+			if p, bad := invalidUTF8(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); bad {
 				return p, true
 			}
 		}

@@ -204,7 +204,13 @@ func TestInvalidUTF8Args(t *testing.T) {
 		t.Fatalf("the tool ran %d times", runs.Load())
 	}
 	type inner struct{ S string }
-	for _, args := range []any{struct{ In inner }{inner{"x\xff"}}, []*string{ptr("ok"), ptr("\xff")}, badText{}} {
+	// A bad string as deep as encoding/json goes is found: 1,500 nested
+	// lists put it 3,000 values down.
+	var deep any = "\xff"
+	for range 1500 {
+		deep = []any{deep}
+	}
+	for _, args := range []any{struct{ In inner }{inner{"x\xff"}}, []*string{ptr("ok"), ptr("\xff")}, badText{}, deep} {
 		if err := runEcho(t, args); !errors.Is(err, sdk.ErrInvalid) || !strings.Contains(err.Error(), "UTF-8") {
 			t.Fatalf("args %#v: Run = %v, want ErrInvalid naming UTF-8", args, err)
 		}
