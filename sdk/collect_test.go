@@ -11,6 +11,7 @@ import (
 
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/internal/testdriver"
 	"github.com/forkline/forkline/sdk"
 	"github.com/google/go-cmp/cmp"
 )
@@ -117,5 +118,53 @@ func TestCollectAfterDelete(t *testing.T) {
 	}
 	if _, err := a.Run(ctx, f); err != nil {
 		t.Errorf("the fork after a second Collect: %v", err)
+	}
+}
+
+// TestLiveForkAtAnUncheckpointedBinding (DESIGN §14): a fork at the
+// parent's resource.bound itself inherits that event — the binding is the
+// parent's, not the fork's — and, when the parent's baseline capture
+// failed, selects the initial environment (an empty ref). Once the parent
+// is deleted nothing of it is live: no binding, and no empty ref standing
+// for the initial environment.
+func TestLiveForkAtAnUncheckpointedBinding(t *testing.T) {
+	ctx := context.Background()
+	d := testdriver.New()
+	d.FailCheckpoint = func() error { return errors.New("test: no checkpoints") }
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			_, err := sdk.Resource(ctx, "ws", d)
+			return "bound", err
+		})
+	})
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	evs := rwant(t, k, id, []string{"created a", "dispatch 1", "bound ws every=1", "capture_failed ws baseline", "capture_failed ws completion", "completed"})
+	f, err := k.Fork(ctx, id, evs[2].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := events(t, k, f)
+	if sels := fc[len(fc)-1].Data.(*eventlog.ForkCreated).Selections; len(sels) != 1 || sels[0].Ref != "" {
+		t.Fatalf("the fork at the binding selects %+v, want the initial environment", sels)
+	}
+	before, err := k.Live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls := before[d.DriverID()]; ls == nil || len(ls.Refs) != 0 || len(ls.Bindings) != 1 {
+		t.Fatalf("live before the delete = %+v, want the parent's one binding and no ref", ls)
+	}
+	if err := k.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	after, err := k.Live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls := after[d.DriverID()]; ls != nil && (len(ls.Refs) != 0 || len(ls.Bindings) != 0) {
+		t.Fatalf("live after the parent's delete = refs %q, bindings %s; want none", ls.Refs, ls.Bindings)
 	}
 }
