@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/internal/testdriver"
 	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/sdk"
@@ -470,6 +472,51 @@ func TestForkNoEdit(t *testing.T) {
 	fc := events(t, k, fid)[3].Data.(*eventlog.ForkCreated)
 	if fc.Input != nil || fc.Overrides != nil || fc.Parent != parent || fc.At != 3 {
 		t.Fatalf("fork.created %+v", fc)
+	}
+}
+
+// lineageReads is a store that counts reads of a lineage (Events).
+type lineageReads struct {
+	*pebblestore.Store
+	n atomic.Int64
+}
+
+func (s *lineageReads) Events(ctx context.Context, id eventlog.ID, from uint64) iter.Seq2[eventlog.Event, error] {
+	s.n.Add(1)
+	return s.Store.Events(ctx, id, from)
+}
+
+// TestForkReadsNoLineage: a fork is planned from the checkpoint index
+// (fork.PlanFromIndex), so Fork without WithResult reads none of the
+// parent's lineage however long it is — with or without a new input. Only
+// WithResult reads it, to check the override against the step's end.
+func TestForkReadsNoLineage(t *testing.T) {
+	ctx := context.Background()
+	store := &lineageReads{Store: newStore(t)}
+	k := newKernel(t, store, registerEdit(testdriver.New()))
+	id, _ := k.Start(ctx, "a", tagged{Tag: "x"})
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, k, id)
+	workID, at := stepEvents(t, evs, "work", 0)
+	for _, c := range []struct {
+		name  string
+		opts  []sdk.ForkOption
+		reads bool
+	}{
+		{"plain", nil, false},
+		{"WithInput", []sdk.ForkOption{sdk.WithInput(tagged{Tag: "y"})}, false},
+		{"RequireCovered", []sdk.ForkOption{sdk.RequireCovered()}, false},
+		{"WithResult", []sdk.ForkOption{sdk.WithResult(workID, 99)}, true},
+	} {
+		store.n.Store(0)
+		if _, err := k.Fork(ctx, id, at, c.opts...); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n := store.n.Load(); (n > 0) != c.reads {
+			t.Errorf("Fork %s read the lineage %d times; want reads: %v", c.name, n, c.reads)
+		}
 	}
 }
 
