@@ -446,6 +446,26 @@ func TestForkWithResultLLM(t *testing.T) {
 			stepID, at = p.StepID, ev.Seq
 		}
 	}
+	// A body given as any other value is its JSON encoding; one that does
+	// not encode is refused, and writes nothing.
+	if _, err := k.Fork(ctx, id, at, sdk.WithResult(stepID, make(chan int))); !errors.Is(err, sdk.ErrInvalid) || !strings.Contains(err.Error(), "does not encode") {
+		t.Fatalf("Fork with a body that does not encode = %v, want ErrInvalid", err)
+	}
+	if all, _ := k.List(ctx, sdk.Filter{}); len(all) != 1 {
+		t.Fatalf("%d executions after a refused fork, want 1", len(all))
+	}
+	mid, err := k.Fork(ctx, id, at, sdk.WithResult(stepID, map[string]string{"reply": "mapped"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mres, err := k.Run(ctx, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mapped string
+	if err := mres.Decode(&mapped); err != nil || mapped != `200 text/x-test {"reply":"mapped"}` {
+		t.Fatalf("output of the fork with a map body %q, %v", mapped, err)
+	}
 	fid, err := k.Fork(ctx, id, at, sdk.WithResult(stepID, json.RawMessage(`{"reply":"edited"}`)))
 	if err != nil {
 		t.Fatal(err)
