@@ -631,3 +631,19 @@ func TestHandlesClosedAfterDispatch(t *testing.T) {
 		t.Fatalf("handle closed %d times, want 1", h.Closes())
 	}
 }
+
+// TestDeniedErrorMessage: a denial names the call and, when the gate gave
+// one, its reason; it is ErrDenied.
+func TestDeniedErrorMessage(t *testing.T) {
+	for _, c := range []struct {
+		err  *sdk.DeniedError
+		want string
+	}{
+		{&sdk.DeniedError{Target: "rm"}, "sdk: call to rm denied"},
+		{&sdk.DeniedError{Target: "rm", Reason: "no deleting"}, "sdk: call to rm denied: no deleting"},
+	} {
+		if got := c.err.Error(); got != c.want || !errors.Is(c.err, sdk.ErrDenied) {
+			t.Errorf("%+v: %q (ErrDenied: %v), want %q", *c.err, got, errors.Is(c.err, sdk.ErrDenied), c.want)
+		}
+	}
+}
