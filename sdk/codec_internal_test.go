@@ -51,7 +51,10 @@ func TestSimpleJSONString(t *testing.T) {
 			{`"\ud800"`, "", false},
 			{`"\udfff"`, "", false},
 		} {
-			got, ok := simpleJSONString([]byte(c.in))
+			// Capacity cut to the length: a read past the closing quote
+			// panics instead of finding spare bytes.
+			b := []byte(c.in)
+			got, ok := simpleJSONString(b[:len(b):len(b)])
 			if got != c.want || ok != c.ok {
 				t.Errorf("simpleJSONString(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 			}
@@ -70,7 +73,7 @@ func TestSimpleJSONString(t *testing.T) {
 	t.Run("as json.Unmarshal decodes", rapid.MakeCheck(func(t *rapid.T) {
 		in := rapid.SliceOf(rapid.SampledFrom([]byte("ab\"\\/bfnrtu0123456789abcdefABCDEFd8\x00\x1f\x7f\x80\xc3\xe2\xff"))).Draw(t, "in")
 		b := append(append([]byte{'"'}, in...), '"')
-		got, ok := simpleJSONString(b)
+		got, ok := simpleJSONString(b[:len(b):len(b)])
 		if !ok {
 			return
 		}
