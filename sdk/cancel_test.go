@@ -3,12 +3,14 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -155,5 +157,65 @@ func TestCancelParentCancelsChild(t *testing.T) {
 	defer cancel()
 	if _, err := k.Wait(wctx, kids[0].ID); !errors.Is(err, sdk.ErrCancelled) {
 		t.Fatalf("child = %v, want cancelled", err)
+	}
+}
+
+// refusedRequests is a store whose inbox refuses requests for the
+// executions in refuse.
+type refusedRequests struct {
+	*pebblestore.Store
+	mu     sync.Mutex
+	refuse map[eventlog.ID]bool
+}
+
+var errRequestRefused = errors.New("test: request refused")
+
+func (s *refusedRequests) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time) (uint64, error) {
+	s.mu.Lock()
+	refused := s.refuse[id]
+	s.mu.Unlock()
+	if refused {
+		return 0, errRequestRefused
+	}
+	return s.Store.Request(ctx, id, p, at)
+}
+
+// TestCancelReportsAChildItCouldNotCancel: when the cancel of a child
+// fails, Cancel of the parent says so (the parent itself is cancelled);
+// the child, untouched, goes on and ends as it would have.
+func TestCancelReportsAChildItCouldNotCancel(t *testing.T) {
+	ctx := context.Background()
+	store := &refusedRequests{Store: newStore(t), refuse: map[eventlog.ID]bool{}}
+	k := newKernel(t, store, func(*sdk.Kernel) {}, sdk.ParkAfter(20*time.Millisecond))
+	release := make(chan struct{})
+	child, _ := sdk.Register(k, "child", func(ctx context.Context, _ none) (int, error) {
+		<-release
+		return 7, nil
+	})
+	parent, _ := sdk.Register(k, "parent", func(ctx context.Context, _ none) (int, error) {
+		return child.Call(ctx, none{})
+	})
+	id, _ := parent.Start(ctx, none{})
+	if _, err := parent.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("parent Run = %v, want ErrWaiting", err)
+	}
+	kids, _ := k.List(ctx, sdk.Filter{Caller: id})
+	if len(kids) != 1 {
+		t.Fatalf("%d children, want 1", len(kids))
+	}
+	store.mu.Lock()
+	store.refuse[kids[0].ID] = true
+	store.mu.Unlock()
+	if err := k.Cancel(ctx, id, "stop"); !errors.Is(err, errRequestRefused) {
+		t.Fatalf("Cancel = %v, want the child's refused request", err)
+	}
+	if info, _ := store.Info(ctx, id); info.Status != eventlog.StatusCancelled {
+		t.Fatalf("parent %s, want cancelled", info.Status)
+	}
+	close(release)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if out, err := child.Wait(wctx, kids[0].ID); err != nil || out != 7 {
+		t.Fatalf("child = %d, %v; want 7", out, err)
 	}
 }

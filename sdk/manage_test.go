@@ -54,6 +54,13 @@ func TestStartWithKey(t *testing.T) {
 	if n := len(listAll(t, store)); n != 1 {
 		t.Fatalf("%d executions after refused starts, want 1", n)
 	}
+	// A key of MaxKeyLen bytes is allowed.
+	long := strings.Repeat("k", sdk.MaxKeyLen)
+	if lid, err := a.Start(ctx, 1, sdk.WithKey(long)); err != nil {
+		t.Fatalf("WithKey(%d bytes) = %v", len(long), err)
+	} else if c := events(t, k, lid)[0].Data.(*eventlog.ExecutionCreated); c.Key != long {
+		t.Fatalf("execution.created keeps a key of %d bytes, want %d", len(c.Key), len(long))
+	}
 
 	// Racing starts with one key start one execution.
 	var wg sync.WaitGroup
@@ -76,8 +83,8 @@ func TestStartWithKey(t *testing.T) {
 	for id := range ids {
 		distinct[id] = true
 	}
-	if len(distinct) != 1 || len(listAll(t, store)) != 2 {
-		t.Fatalf("racing starts made %d IDs, %d executions in all; want 1 and 2", len(distinct), len(listAll(t, store)))
+	if len(distinct) != 1 || len(listAll(t, store)) != 3 {
+		t.Fatalf("racing starts made %d IDs, %d executions in all; want 1 and 3", len(distinct), len(listAll(t, store)))
 	}
 }
 

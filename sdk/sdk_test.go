@@ -632,18 +632,23 @@ func TestHandlesClosedAfterDispatch(t *testing.T) {
 	}
 }
 
-// TestDeniedErrorMessage: a denial names the call and, when the gate gave
-// one, its reason; it is ErrDenied.
-func TestDeniedErrorMessage(t *testing.T) {
+// TestErrorMessages: a denial names the call and, when the gate gave one,
+// its reason, and is ErrDenied; a cancellation names the execution and,
+// when one was given, the reason, and is ErrCancelled.
+func TestErrorMessages(t *testing.T) {
+	id := eventlog.ID{1}
 	for _, c := range []struct {
-		err  *sdk.DeniedError
+		err  error
+		is   error
 		want string
 	}{
-		{&sdk.DeniedError{Target: "rm"}, "sdk: call to rm denied"},
-		{&sdk.DeniedError{Target: "rm", Reason: "no deleting"}, "sdk: call to rm denied: no deleting"},
+		{&sdk.DeniedError{Target: "rm"}, sdk.ErrDenied, "sdk: call to rm denied"},
+		{&sdk.DeniedError{Target: "rm", Reason: "no deleting"}, sdk.ErrDenied, "sdk: call to rm denied: no deleting"},
+		{&sdk.CancelledError{ID: id}, sdk.ErrCancelled, "sdk: execution " + id.String() + " cancelled"},
+		{&sdk.CancelledError{ID: id, Reason: "stop"}, sdk.ErrCancelled, "sdk: execution " + id.String() + " cancelled: stop"},
 	} {
-		if got := c.err.Error(); got != c.want || !errors.Is(c.err, sdk.ErrDenied) {
-			t.Errorf("%+v: %q (ErrDenied: %v), want %q", *c.err, got, errors.Is(c.err, sdk.ErrDenied), c.want)
+		if got := c.err.Error(); got != c.want || !errors.Is(c.err, c.is) {
+			t.Errorf("%#v: %q (is %v: %v), want %q", c.err, got, c.is, errors.Is(c.err, c.is), c.want)
 		}
 	}
 }
