@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -186,9 +187,24 @@ func TestList(t *testing.T) {
 	}
 }
 
+// infoReads is a store that counts Info calls.
+type infoReads struct {
+	*pebblestore.Store
+	n atomic.Int64
+}
+
+func (s *infoReads) Info(ctx context.Context, id eventlog.ID) (eventlog.Info, error) {
+	s.n.Add(1)
+	return s.Store.Info(ctx, id)
+}
+
+// TestWait: Wait returns the outcome once the execution has ended, the
+// context's error before, and polls with a growing delay (5 ms doubling
+// to 100 ms) rather than spinning.
 func TestWait(t *testing.T) {
 	ctx := context.Background()
-	k := newKernel(t, newStore(t), func(*sdk.Kernel) {})
+	store := &infoReads{Store: newStore(t)}
+	k := newKernel(t, store, func(*sdk.Kernel) {})
 	release := make(chan struct{})
 	a, _ := sdk.Register(k, "a", func(ctx context.Context, n int) (int, error) {
 		<-release
@@ -201,8 +217,12 @@ func TestWait(t *testing.T) {
 	go func() { _, _ = a.Run(ctx, id) }()
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
+	before := store.n.Load()
 	if _, err := a.Wait(short, id); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait before the end = %v, want the context's error", err)
+	}
+	if n := store.n.Load() - before; n > 10 {
+		t.Fatalf("Wait looked %d times in 30 ms, want a few (5, 10, 20 ms apart)", n)
 	}
 	close(release)
 	if out, err := a.Wait(ctx, id); err != nil || out != 42 {
