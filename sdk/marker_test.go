@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -92,4 +93,42 @@ func TestPatched(t *testing.T) {
 	if !sdk.Patched(ctx, "use-new") {
 		t.Error("Patched outside a handler = false")
 	}
+}
+
+// TestPatchedTwiceWithOneName: each call of Patched with one name is its
+// own occurrence — a marker recorded per call, matched in order on replay
+// — so a fork past both replays both as true and records neither again.
+func TestPatchedTwiceWithOneName(t *testing.T) {
+	ctx := context.Background()
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			out := ""
+			for i := range 2 {
+				if sdk.Patched(ctx, "p") {
+					out += "new "
+				} else {
+					out += "old "
+				}
+				if _, err := sdk.Step(ctx, fmt.Sprint("s", i), func(context.Context) (int, error) { return i, nil }); err != nil {
+					return "", err
+				}
+			}
+			return out, nil
+		})
+	})
+	id, _ := k.Start(ctx, "a", none{})
+	if res, err := k.Run(ctx, id); err != nil || string(res.Output) != `"new new "` {
+		t.Fatalf("Run = %v, %v", res, err)
+	}
+	recorded := []string{"created a", "dispatch 1", "marker.recorded", "started local s0", "succeeded",
+		"marker.recorded", "started local s1", "succeeded"}
+	wantEvents(t, k, id, append(recorded, "completed"))
+	f, err := k.Fork(ctx, id, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := k.Run(ctx, f); err != nil || string(res.Output) != `"new new "` {
+		t.Fatalf("Run of the fork past both markers = %v, %v; want both new", res, err)
+	}
+	wantEvents(t, k, f, append(recorded, "fork at=8", "dispatch 2", "completed"))
 }

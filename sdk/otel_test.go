@@ -221,6 +221,55 @@ func TestOtelCoderRun(t *testing.T) {
 	}
 }
 
+// DESIGN §13: a kernel with only a tracer traces its captures (each span
+// names the checkpoint the capture made, as resource.captured records it),
+// and one with only a meter measures them: either provider alone is
+// enough.
+func TestOtelOneProvider(t *testing.T) {
+	ctx := context.Background()
+	run := func(t *testing.T, opts ...sdk.Option) []eventlog.Event {
+		t.Helper()
+		k := newKernel(t, newStore(t), newCoderRig(t).register, opts...)
+		id, err := k.Start(ctx, "coder", coder.Input{Task: coderTask})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Run(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		return events(t, k, id)
+	}
+	t.Run("tracer", func(t *testing.T) {
+		spans := tracetest.NewSpanRecorder()
+		evs := run(t, sdk.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))))
+		want := map[string]string{} // reason → ref
+		for _, ev := range evs {
+			if p, ok := ev.Data.(*eventlog.ResourceCaptured); ok {
+				want[string(p.Reason)] = p.Ref
+			}
+		}
+		got := map[string]string{}
+		for _, s := range spans.Ended() {
+			if s.Name() == "forkline.capture" {
+				got[attr(s, "reason")] = attr(s, "forkline.checkpoint.ref")
+			}
+		}
+		if len(want) != 3 || !cmp.Equal(got, want) {
+			t.Errorf("capture spans' refs by reason %v, want the recorded %v", got, want)
+		}
+	})
+	t.Run("meter", func(t *testing.T) {
+		o := &otelRig{reader: sdkmetric.NewManualReader()}
+		run(t, sdk.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(o.reader))))
+		m := o.metrics(t)
+		for _, reason := range []string{"baseline", "steps", "completion"} {
+			if n := m["forkline.captures{outcome=captured,reason="+reason+"}"]; n != 1 {
+				t.Errorf("forkline.captures for %s: %d, want 1 (metrics %v)", reason, n, m)
+			}
+		}
+	})
+}
+
 // DESIGN §13: a replay — a dispatch resuming after a crash — has step
 // spans only for the steps that run live; the replayed ones are counted in
 // forkline.steps.replayed, and the resumed execution is a takeover.
