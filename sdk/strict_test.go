@@ -410,3 +410,38 @@ func TestStrictOnInPlainFork(t *testing.T) {
 		t.Fatalf("Run of the plain fork = %v, want ErrNonDeterministic", err)
 	}
 }
+
+// TestStrictChangedArgsAtSecondPosition: when the call that parts from the
+// history is the second of its (kind, target), both the call made and the
+// recorded one it replaces are named at position #1.
+func TestStrictChangedArgsAtSecondPosition(t *testing.T) {
+	ctx := context.Background()
+	var v atomic.Int64
+	var callErr error
+	register := versioned(&v,
+		func(ctx context.Context) (string, error) {
+			if err := write(ctx, "a"); err != nil {
+				return "", err
+			}
+			if err := write(ctx, "b"); err != nil {
+				return "", err
+			}
+			return "", write(ctx, "c")
+		},
+		func(ctx context.Context) (string, error) {
+			if err := write(ctx, "a"); err != nil {
+				return "", err
+			}
+			callErr = write(ctx, "B")
+			return "ignored", nil
+		})
+	k, id := crashThenRun(t, register, 5, sdk.Strict()) // dispatch, then write a and b: started, succeeded
+	v.Store(1)
+	if _, err := k.Run(ctx, id); !errors.Is(err, sdk.ErrNonDeterministic) {
+		t.Fatalf("Run = %v, want ErrNonDeterministic", err)
+	}
+	const msg = `the handler called tool "write" "B" #1 where the lineage recorded tool "write" "b" #1 (seq 5)`
+	if callErr == nil || !strings.Contains(callErr.Error(), msg) {
+		t.Fatalf("call error %v, want it to contain %q", callErr, msg)
+	}
+}
