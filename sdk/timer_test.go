@@ -217,3 +217,19 @@ func TestSleepOfExactlyParkAfterWaits(t *testing.T) {
 	}
 	rwant(t, k, id, []string{"created a", "dispatch 1", "timer.started", "timer.fired", "completed"})
 }
+
+// TestSleepZero: Sleep(0) is no error: the timer is started and fired at
+// once, in the dispatch, without parking.
+func TestSleepZero(t *testing.T) {
+	var slept error
+	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			slept = sdk.Sleep(ctx, 0)
+			return "", slept
+		})
+	})
+	if err != nil || slept != nil {
+		t.Fatalf("Run = %v, Sleep(0) = %v", err, slept)
+	}
+	rwant(t, k, id, []string{"created a", "dispatch 1", "timer.started", "timer.fired", "completed"})
+}
