@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,15 +151,25 @@ func TestTransportFinalResponse(t *testing.T) {
 
 	t.Run("bad policy", func(t *testing.T) {
 		rt := sdk.Transport(nil, sdk.TransportRetry(sdk.RetryPolicy{MaxAttempts: 0}))
-		var callErr error
+		var callErr, postErr, getErr error
+		body := &closeCount{Reader: strings.NewReader(`{"model":"m"}`)}
 		k, id, _, _ := runOnce(t, func(k *sdk.Kernel) {
 			_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
 				_, callErr = askModel(ctx, rt, srv.URL)
+				// RoundTrip closes the body it refuses (http.RoundTripper's
+				// contract), and refuses a request without one too.
+				post, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, body)
+				_, postErr = rt.RoundTrip(post)
+				get, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+				_, getErr = rt.RoundTrip(get)
 				return "", nil
 			})
 		})
-		if !errors.Is(callErr, sdk.ErrInvalid) {
-			t.Fatalf("request = %v, want ErrInvalid", callErr)
+		if !errors.Is(callErr, sdk.ErrInvalid) || !errors.Is(postErr, sdk.ErrInvalid) || !errors.Is(getErr, sdk.ErrInvalid) {
+			t.Fatalf("requests = %v, %v, %v; want ErrInvalid", callErr, postErr, getErr)
+		}
+		if body.closes != 1 {
+			t.Fatalf("the refused request's body was closed %d times, want once", body.closes)
 		}
 		rwant(t, k, id, []string{"created a", "dispatch 1", "completed"})
 	})
@@ -171,3 +182,11 @@ func describeAllR(evs []eventlog.Event) []string {
 	}
 	return out
 }
+
+// closeCount is a request body that counts its closes.
+type closeCount struct {
+	io.Reader
+	closes int
+}
+
+func (c *closeCount) Close() error { c.closes++; return nil }
