@@ -36,8 +36,11 @@
 # took longer than its tests. Too large a coefficient costs as much: a
 # mutant that hangs holds its worker for the whole timeout (15 gave six
 # minutes). The sdk runs of 3 Dec that MUTATION.md reports (dispatch.go;
-# kernel.go to strict.go) used a coefficient of 8 and 5 over a 40 s
-# coverage run, that is three to five minutes:
+# kernel.go to strict.go; the other 16 files) used a coefficient of 8 and
+# 5 over a 24-40 s coverage run, that is two to five minutes. Keep the
+# machine quiet during the coverage run: a run slowed to 4.5 min by other
+# work made a 22-minute timeout, and every hanging mutant held a worker
+# that long:
 #
 #   CGO_ENABLED=0 GOFLAGS='-vet=off -count=1 -trimpath -ldflags=-s' \
 #   WORKERS=3 TIMEOUT_COEFF=5 EXCLUDE_FILES='^(agent|approval)\.go$' \
