@@ -79,13 +79,7 @@ func TestCollectAfterDelete(t *testing.T) {
 	if _, err := sdk.Collect(ctx, k, d, -1); !errors.Is(err, sdk.ErrInvalid) {
 		t.Errorf("Collect with a negative grace = %v, want ErrInvalid", err)
 	}
-	if err := k.Delete(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	live, err := k.Live(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	live := deleteThenLive(t, k, id)
 	want := []string{captures[0].Ref, captures[1].Ref} // the baseline and the fork's selection
 	slices.Sort(want)
 	if !cmp.Equal(live[dirfs.ID].Refs, want) {
@@ -157,14 +151,22 @@ func TestLiveForkAtAnUncheckpointedBinding(t *testing.T) {
 	if ls := before[d.DriverID()]; ls == nil || len(ls.Refs) != 0 || len(ls.Bindings) != 1 {
 		t.Fatalf("live before the delete = %+v, want the parent's one binding and no ref", ls)
 	}
-	if err := k.Delete(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	after, err := k.Live(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := deleteThenLive(t, k, id)
 	if ls := after[d.DriverID()]; ls != nil && (len(ls.Refs) != 0 || len(ls.Bindings) != 0) {
 		t.Fatalf("live after the parent's delete = refs %q, bindings %s; want none", ls.Refs, ls.Bindings)
 	}
+}
+
+// deleteThenLive deletes id and returns the kernel's live sets after it.
+func deleteThenLive(t *testing.T, k *sdk.Kernel, id eventlog.ID) map[string]*sdk.LiveSet {
+	t.Helper()
+	ctx := context.Background()
+	if err := k.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	live, err := k.Live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live
 }

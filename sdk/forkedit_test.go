@@ -454,29 +454,25 @@ func TestForkWithResultLLM(t *testing.T) {
 	if all, _ := k.List(ctx, sdk.Filter{}); len(all) != 1 {
 		t.Fatalf("%d executions after a refused fork, want 1", len(all))
 	}
-	mid, err := k.Fork(ctx, id, at, sdk.WithResult(stepID, map[string]string{"reply": "mapped"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mres, err := k.Run(ctx, mid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mapped string
-	if err := mres.Decode(&mapped); err != nil || mapped != `200 text/x-test {"reply":"mapped"}` {
-		t.Fatalf("output of the fork with a map body %q, %v", mapped, err)
-	}
-	fid, err := k.Fork(ctx, id, at, sdk.WithResult(stepID, json.RawMessage(`{"reply":"edited"}`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := k.Run(ctx, fid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out string
-	if err := res.Decode(&out); err != nil || out != `200 text/x-test {"reply":"edited"}` {
-		t.Fatalf("output %q, %v", out, err)
+	for _, c := range []struct {
+		body any
+		want string
+	}{
+		{map[string]string{"reply": "mapped"}, `200 text/x-test {"reply":"mapped"}`},
+		{json.RawMessage(`{"reply":"edited"}`), `200 text/x-test {"reply":"edited"}`},
+	} {
+		fid, err := k.Fork(ctx, id, at, sdk.WithResult(stepID, c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := k.Run(ctx, fid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		if err := res.Decode(&out); err != nil || out != c.want {
+			t.Fatalf("body %T: output %q, %v; want %q", c.body, out, err, c.want)
+		}
 	}
 }
 
