@@ -130,15 +130,12 @@ func runEditParent(t *testing.T) (*sdk.Kernel, *testdriver.Driver, eventlog.ID, 
 	return k, drv, id, events(t, k, id)
 }
 
-// TestForkWithResult: a fork at a step's terminal event with WithResult
-// records the override in fork.created and replays it as the step's
-// result; the restored workspace is the state right after the step
-// (DESIGN §12).
-func TestForkWithResult(t *testing.T) {
+// forkAndRun forks id at at with opts, runs the fork to its end and
+// returns it and its output, a string.
+func forkAndRun(t *testing.T, k *sdk.Kernel, id eventlog.ID, at uint64, opts ...sdk.ForkOption) (eventlog.ID, string) {
+	t.Helper()
 	ctx := context.Background()
-	k, drv, parent, pevs := runEditParent(t)
-	workID, at := stepEvents(t, pevs, "work", 0)
-	fid, err := k.Fork(ctx, parent, at, sdk.WithResult(workID, 99))
+	fid, err := k.Fork(ctx, id, at, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +144,22 @@ func TestForkWithResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out string
-	if err := res.Decode(&out); err != nil || out != "hello x 99 20" {
-		t.Fatalf("output %q, %v; want the overridden work result", out, err)
+	if err := res.Decode(&out); err != nil {
+		t.Fatalf("output of the fork: %v", err)
+	}
+	return fid, out
+}
+
+// TestForkWithResult: a fork at a step's terminal event with WithResult
+// records the override in fork.created and replays it as the step's
+// result; the restored workspace is the state right after the step
+// (DESIGN §12).
+func TestForkWithResult(t *testing.T) {
+	k, drv, parent, pevs := runEditParent(t)
+	workID, at := stepEvents(t, pevs, "work", 0)
+	fid, out := forkAndRun(t, k, parent, at, sdk.WithResult(workID, 99))
+	if out != "hello x 99 20" {
+		t.Fatalf("output %q; want the overridden work result", out)
 	}
 	got := describeEdits(events(t, k, fid)[at:])
 	want := []string{
@@ -461,17 +472,8 @@ func TestForkWithResultLLM(t *testing.T) {
 		{map[string]string{"reply": "mapped"}, `200 text/x-test {"reply":"mapped"}`},
 		{json.RawMessage(`{"reply":"edited"}`), `200 text/x-test {"reply":"edited"}`},
 	} {
-		fid, err := k.Fork(ctx, id, at, sdk.WithResult(stepID, c.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := k.Run(ctx, fid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out string
-		if err := res.Decode(&out); err != nil || out != c.want {
-			t.Fatalf("body %T: output %q, %v; want %q", c.body, out, err, c.want)
+		if _, out := forkAndRun(t, k, id, at, sdk.WithResult(stepID, c.body)); out != c.want {
+			t.Fatalf("body %T: output %q; want %q", c.body, out, c.want)
 		}
 	}
 }
