@@ -138,10 +138,15 @@ func invalidUTF8(v reflect.Value, path string) (string, bool) {
 		return "", false
 	}
 	t := v.Type()
-	if t.Implements(jsonMarshalerType) {
+	// A value read through an unexported embedded field cannot be handed
+	// to its methods (reflect panics), and encoding/json does not call
+	// them either: it encodes the embedded struct's exported fields, which
+	// the walk below visits.
+	marshals := v.CanInterface()
+	if marshals && t.Implements(jsonMarshalerType) {
 		return "", false // its output was checked as raw bytes
 	}
-	if t.Implements(textMarshalerType) {
+	if marshals && t.Implements(textMarshalerType) {
 		text, err := v.Interface().(encoding.TextMarshaler).MarshalText()
 		return path, err == nil && !utf8.Valid(text)
 	}

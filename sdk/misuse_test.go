@@ -210,7 +210,15 @@ func TestInvalidUTF8Args(t *testing.T) {
 	for range 1500 {
 		deep = []any{deep}
 	}
-	for _, args := range []any{struct{ In inner }{inner{"x\xff"}}, []*string{ptr("ok"), ptr("\xff")}, badText{}, deep} {
+	// Unexported embedded types whose MarshalText methods are not promoted
+	// (two at one depth): the walk must not call them (reflect would
+	// panic) and finds the bad string beside them.
+	type clash struct {
+		textA
+		textB
+		S string
+	}
+	for _, args := range []any{struct{ In inner }{inner{"x\xff"}}, []*string{ptr("ok"), ptr("\xff")}, badText{}, deep, clash{S: "x\xff"}} {
 		if err := runEcho(t, args); !errors.Is(err, sdk.ErrInvalid) || !strings.Contains(err.Error(), "UTF-8") {
 			t.Fatalf("args %#v: Run = %v, want ErrInvalid naming UTF-8", args, err)
 		}
@@ -415,3 +423,11 @@ func TestLeaseRenewedWithinItsTTL(t *testing.T) {
 	}
 	wantEvents(t, k, id, []string{"created a", "dispatch 1", "started local long", "succeeded", "completed"})
 }
+
+type textA struct{}
+
+func (textA) MarshalText() ([]byte, error) { return []byte("a"), nil }
+
+type textB struct{}
+
+func (textB) MarshalText() ([]byte, error) { return []byte("b"), nil }
