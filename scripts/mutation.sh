@@ -4,6 +4,9 @@
 # it is not part of .ci/run. Usage:
 #
 #   scripts/mutation.sh [package ...]     # default: policy fork replay coverage eventlog sdk
+#   scripts/mutation.sh --semantic [NAME ...]
+#                                         # the hand-written mutants of mutation/semantic/
+#                                         # (scripts/semantic-mutants.sh says how)
 #
 # eventlog means the package itself; eventlog/storetest, eventlog/pebblestore
 # and eventlog/pgstore can be named as packages of their own, each judged by
@@ -53,6 +56,10 @@
 # external test package (about 25 s of CPU) before its tests run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --semantic ]; then
+	shift
+	exec scripts/semantic-mutants.sh "$@"
+fi
 
 version=${GREMLINS_VERSION:-v0.6.0}
 workers=${WORKERS:-1}
