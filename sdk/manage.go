@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
 )
@@ -45,7 +47,9 @@ type startOptions struct {
 // used returns that execution, when it is of the same agent with the same
 // input, and an error wrapping eventlog.ErrConflict otherwise. Nothing is
 // written in either case. Concurrent Starts with one key start one
-// execution.
+// execution. A key is UTF-8 text without NUL bytes (what both stores can
+// keep and compare alike); any other is ErrInvalid, before anything is
+// written.
 func WithKey(key string) StartOption {
 	return func(o *startOptions) error {
 		if key == "" {
@@ -54,6 +58,12 @@ func WithKey(key string) StartOption {
 		if len(key) > MaxKeyLen {
 			return fmt.Errorf("%w: idempotency key of %d bytes, more than %d", ErrInvalid, len(key), MaxKeyLen)
 		}
+		if !utf8.ValidString(key) {
+			return fmt.Errorf("%w: idempotency key %q is not UTF-8", ErrInvalid, key)
+		}
+		if i := strings.IndexByte(key, 0); i >= 0 {
+			return fmt.Errorf("%w: idempotency key %q has a NUL byte at %d", ErrInvalid, key, i)
+		}
 		o.key = key
 		return nil
 	}
@@ -61,7 +71,8 @@ func WithKey(key string) StartOption {
 
 // Deadline gives the execution a deadline, recorded in execution.created:
 // past it the kernel cancels the handler's context and the execution fails
-// with Code deadline. A deadline that has passed already is refused.
+// with Code deadline. A deadline that has passed already is refused; one
+// past eventlog.MaxWakeTime is recorded as that time.
 func Deadline(t time.Time) StartOption {
 	return func(o *startOptions) error {
 		if t.IsZero() {
@@ -70,7 +81,7 @@ func Deadline(t time.Time) StartOption {
 		if !t.After(time.Now()) {
 			return fmt.Errorf("%w: deadline %s has passed", ErrInvalid, t.Format(time.RFC3339Nano))
 		}
-		o.deadline = t.UTC()
+		o.deadline = eventlog.ClampWake(t.UTC())
 		return nil
 	}
 }

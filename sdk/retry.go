@@ -81,14 +81,22 @@ func (p RetryPolicy) check() (RetryPolicy, error) {
 	return p, nil
 }
 
+// maxBackoff caps Initial and Max before the jitter: backoff randomizes an
+// interval by up to +50 % in float64, and an interval near math.MaxInt64
+// overflowed into a negative delay — an immediate retry instead of a wait
+// of centuries. Two thirds of MaxInt64 (about 195 years) times 1.5 still
+// fits; the wake time then saturates at eventlog.MaxWakeTime.
+const maxBackoff = time.Duration(math.MaxInt64 / 3 * 2)
+
 // delay returns the backoff after failed attempt n (1-based): backoff's
-// n-th interval, jitter included.
+// n-th interval, jitter included. Initial and Max above maxBackoff count
+// as maxBackoff.
 func (p *RetryPolicy) delay(n uint32) time.Duration {
 	b := &backoff.ExponentialBackOff{
-		InitialInterval:     p.Initial,
+		InitialInterval:     min(p.Initial, maxBackoff),
 		RandomizationFactor: backoff.DefaultRandomizationFactor,
 		Multiplier:          p.Multiplier,
-		MaxInterval:         p.Max,
+		MaxInterval:         min(p.Max, maxBackoff),
 	}
 	b.Reset()
 	var d time.Duration
@@ -225,7 +233,8 @@ func (d *dispatch) nextAttempt(c call, n uint32, berr error) time.Time {
 		delay = ae.after
 	}
 	// A zero delay still needs a RetryAt: the time itself marks the retry.
-	return d.k.clock.Now().Add(max(delay, time.Nanosecond))
+	// A delay past eventlog.MaxWakeTime saturates to it.
+	return eventlog.WakeAfter(d.k.clock.Now(), max(delay, time.Nanosecond))
 }
 
 // exhausted reports whether an orphaned or cancelled attempt of c (rec)

@@ -24,7 +24,9 @@ const timerKind eventlog.StepKind = "timer"
 // The TimerID is StepID-like — kind "timer", the duration, and the
 // occurrence of that duration's sleep in the dispatch — so two sleeps
 // never match each other. A timer has no body: it advances no resource and
-// is never counted. A negative d is ErrInvalid and appends nothing; Sleep
+// is never counted. A wake time past eventlog.MaxWakeTime (a Sleep of
+// math.MaxInt64 meant as "forever") saturates to it. A negative d is
+// ErrInvalid and appends nothing; Sleep
 // inside a step's body is ErrNestedStep. When ctx ends first, Sleep
 // returns ctx's error and the timer stays started.
 func Sleep(ctx context.Context, d time.Duration) error {
@@ -65,7 +67,7 @@ func (d *dispatch) sleep(ctx context.Context, dur time.Duration) error {
 			d.mu.Unlock()
 			return fmt.Errorf("sdk: sleep %s not started: %w", target, err)
 		}
-		wake := d.k.clock.Now().Add(dur)
+		wake := eventlog.WakeAfter(d.k.clock.Now(), dur)
 		if err := d.appendLocked(false, &eventlog.TimerStarted{TimerID: id, WakeAt: wake}); err != nil {
 			d.mu.Unlock()
 			return err

@@ -226,12 +226,9 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
+// nanos is t as the store keeps it: eventlog.StoredNanos (0 for the zero
+// time, saturated at eventlog.MaxWakeTime).
+func nanos(t time.Time) int64 { return eventlog.StoredNanos(t) }
 
 // nullID is id as a bytea, NULL for the zero ID.
 func nullID(id eventlog.ID) any {
