@@ -96,6 +96,42 @@ func TestShutdownFallbackRecordsNoOutcome(t *testing.T) {
 	wantEvents(t, k, id, append(stopped, "dispatch 2", "started local wait attempt=2", "succeeded", "completed"))
 }
 
+// TestShutdownAppendsNothingElse: what a handler's fallback path writes
+// after the caller's context ended — here a Patched marker — is not
+// appended either: the log ends at step.cancelled, and the next Run
+// records the marker and completes.
+func TestShutdownAppendsNothingElse(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	var bodies atomic.Int64
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "f", func(ctx context.Context, _ none) (string, error) {
+			n, err := sdk.Step(ctx, "wait", func(ctx context.Context) (int, error) {
+				if bodies.Add(1) == 1 {
+					entered <- struct{}{}
+					<-ctx.Done()
+					return 0, ctx.Err()
+				}
+				return 2, nil
+			})
+			if sdk.Patched(ctx, "v2") {
+				n *= 10
+			}
+			if err != nil {
+				return "fallback", nil
+			}
+			return fmt.Sprint(n), nil
+		})
+	})
+	id, _ := k.Start(context.Background(), "f", none{})
+	if err := shutDown(k, id, entered); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	stopped := []string{"created f", "dispatch 1", "started local wait", "cancelled"}
+	wantEvents(t, k, id, stopped)
+	resumeTo(t, k, id, "20")
+	wantEvents(t, k, id, append(stopped, "dispatch 2", "started local wait attempt=2", "succeeded", "marker.recorded", "completed"))
+}
+
 // TestShutdownCallerDeadline: a Run whose own context times out (the
 // caller's deadline, not the execution's Deadline) is a shutdown too: Run
 // returns context.DeadlineExceeded and nothing but step.cancelled lands.
