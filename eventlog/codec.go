@@ -137,8 +137,8 @@ func DecodeRecord(seq uint64, b []byte) (Event, error) {
 
 // V2Fields lists, per kind of format version 1, the field tags that format
 // version 2 added (the kinds that version 2 added are all version 2). A
-// version 1 record that sets one of them, or holds step kind child, does
-// not decode.
+// version 1 record that sets one of them, holds step kind child or a
+// capture reason park or shutdown, does not decode.
 var V2Fields = map[Kind][]string{
 	KindExecutionCreated: {"deadline", "key"},
 	KindDispatchStarted:  {"owner", "epoch"},
@@ -176,6 +176,10 @@ func v2Field(p Payload) string {
 		if !p.RetryAt.IsZero() {
 			return "retry_at"
 		}
+	case *ResourceCaptured:
+		return v2CaptureReason(p.Reason)
+	case *ResourceCaptureFailed:
+		return v2CaptureReason(p.Reason)
 	case *ForkCreated:
 		switch {
 		case len(p.Input) > 0:
@@ -185,6 +189,15 @@ func v2Field(p Payload) string {
 		case !p.Deadline.IsZero():
 			return "deadline"
 		}
+	}
+	return ""
+}
+
+// v2CaptureReason returns "reason park" or "reason shutdown" for the
+// capture reasons format version 2 added, or "".
+func v2CaptureReason(r CaptureReason) string {
+	if r == CapturePark || r == CaptureShutdown {
+		return "reason " + string(r)
 	}
 	return ""
 }

@@ -234,6 +234,10 @@ func TestDecodeRecordVersion1HoldsOnlyVersion1(t *testing.T) {
 		{"deadline", &eventlog.ForkCreated{Parent: sampleParent, At: 1, Deadline: sampleWake}},
 		{"step_kind child", &eventlog.StepStarted{StepID: "s", StepKind: eventlog.StepChild, Idempotency: eventlog.SafeToRetry, Attempt: 1}},
 		{"step_kind child", &eventlog.StepDenied{StepID: "s", StepKind: eventlog.StepChild}},
+		{"reason park", &eventlog.ResourceCaptured{Key: "k", Ref: "r", Generation: 1, Reason: eventlog.CapturePark}},
+		{"reason shutdown", &eventlog.ResourceCaptured{Key: "k", Ref: "r", Generation: 1, Reason: eventlog.CaptureShutdown}},
+		{"reason park", &eventlog.ResourceCaptureFailed{Key: "k", Reason: eventlog.CapturePark, Error: "e"}},
+		{"reason shutdown", &eventlog.ResourceCaptureFailed{Key: "k", Reason: eventlog.CaptureShutdown, Error: "e"}},
 	} {
 		ev := eventlog.Event{Seq: 3, Data: c.p}
 		if _, err := eventlog.DecodeRecord(3, mustRecord(ev)); err != nil {

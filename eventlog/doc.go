@@ -36,7 +36,8 @@
 // approval.granted, approval.rejected, marker.recorded, step.abandoned and
 // fork.diverged; execution.created Deadline and Key, dispatch.started Owner
 // and Epoch, step.failed RetryAt, fork.created Input, Overrides and
-// Deadline ([V2Fields]); and the step kind child. A version 1 record still
+// Deadline ([V2Fields]); the step kind child; and the capture reasons park
+// and shutdown (DESIGN §15½.8). A version 1 record still
 // decodes unchanged, and one that holds anything of version 2 is corrupt.
 //
 // # Status

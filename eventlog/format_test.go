@@ -239,6 +239,7 @@ func TestFormatPinned(t *testing.T) {
 			string(eventlog.StepChild), string(eventlog.FailDeadline), string(eventlog.FailResourceUnavailable),
 			string(eventlog.ParkTimer), string(eventlog.ParkRetry), string(eventlog.ParkApproval), string(eventlog.ParkChild),
 			string(eventlog.FailNondeterministic),
+			string(eventlog.CapturePark), string(eventlog.CaptureShutdown),
 		}
 		want := []string{
 			"tool", "local", "llm",
@@ -248,6 +249,7 @@ func TestFormatPinned(t *testing.T) {
 			"child", "deadline", "resource_unavailable",
 			"timer", "retry", "approval", "child",
 			"nondeterministic",
+			"park", "shutdown",
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("enum values (-pinned +now):\n%s", d)

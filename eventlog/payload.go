@@ -53,11 +53,22 @@ const (
 	CaptureBaseline   CaptureReason = "baseline"   // right after creating from the initial environment
 	CaptureSteps      CaptureReason = "steps"      // EverySteps counted calls were reached
 	CaptureCompletion CaptureReason = "completion" // the handler returned with the resource uncovered
+	// CapturePark (format version 2, DESIGN §15½.8): the dispatch parked
+	// with the resource uncovered.
+	CapturePark CaptureReason = "park"
+	// CaptureShutdown (format version 2, DESIGN §15½.8, §21½.2): the
+	// caller's context ended the dispatch with the non-portable resource
+	// uncovered.
+	CaptureShutdown CaptureReason = "shutdown"
 )
 
 // Valid reports whether r is one of the capture reasons.
 func (r CaptureReason) Valid() bool {
-	return r == CaptureBaseline || r == CaptureSteps || r == CaptureCompletion
+	switch r {
+	case CaptureBaseline, CaptureSteps, CaptureCompletion, CapturePark, CaptureShutdown:
+		return true
+	}
+	return false
 }
 
 // FailureCode classifies why an execution failed.

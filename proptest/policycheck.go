@@ -133,6 +133,17 @@ func capturesFollowPolicy(events []eventlog.Event, at int) (uint64, error) {
 				if k == len(events) || events[k].Kind() != eventlog.KindExecutionCompleted {
 					fail("seq %d: completion capture of %s is not followed by execution.completed", n, key)
 				}
+			case eventlog.CapturePark:
+				k := i
+				for k < len(events) {
+					if _, _, ok := captureOf(events[k]); !ok {
+						break
+					}
+					k++
+				}
+				if k == len(events) || events[k].Kind() != eventlog.KindDispatchParked {
+					fail("seq %d: park capture of %s is not followed by dispatch.parked", n, key)
+				}
 			}
 		}
 	}

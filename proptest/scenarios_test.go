@@ -3,6 +3,7 @@ package proptest
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -260,5 +261,25 @@ func TestCounterCountsCancelledThenIndeterminate(t *testing.T) {
 	}
 	if got := c.Count("b"); got != 1 {
 		t.Errorf("Count(b) = %d at the end, want 1", got)
+	}
+}
+
+// The policy checker places a park capture (DESIGN §15½.8): it belongs to
+// the run of captures that dispatch.parked ends, and nowhere else.
+func TestPolicyParkCaptures(t *testing.T) {
+	prefix := []eventlog.Payload{
+		&eventlog.ExecutionCreated{Agent: "a"}, &eventlog.DispatchStarted{Dispatch: 1},
+		bound("a", "", 5, false), captured("a", "ck0", 1, eventlog.CaptureBaseline),
+		started("s1", eventlog.StepTool, "a"), &eventlog.StepSucceeded{StepID: "s1"},
+	}
+	parked := lineage(append(slices.Clone(prefix), captured("a", "ck1", 2, eventlog.CapturePark),
+		&eventlog.DispatchParked{Reason: eventlog.ParkTimer})...)
+	if seq, err := capturesFollowPolicy(parked, 0); err != nil {
+		t.Fatalf("park capture before dispatch.parked refused at seq %d: %v", seq, err)
+	}
+	completed := lineage(append(slices.Clone(prefix), captured("a", "ck1", 2, eventlog.CapturePark),
+		&eventlog.ExecutionCompleted{})...)
+	if seq, err := capturesFollowPolicy(completed, 0); err == nil || seq != 7 {
+		t.Fatalf("park capture before execution.completed: seq %d, %v; want refused at seq 7", seq, err)
 	}
 }

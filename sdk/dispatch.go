@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,7 +92,26 @@ type dispatch struct {
 	// ctx is the dispatch's context without its cancellation: the kernel's
 	// own writes (terminal events, captures) must land after a cancel.
 	ctx context.Context
+	// caller is the context Run or Serve gave the dispatch (it ends with
+	// the lease, too). When it ends the dispatch is shut down (DESIGN
+	// §15½.1): stopped latches that under mu (stoppedLocked), and from
+	// then on writeLocked appends only step.cancelled and captures.
+	// shutdown says the dispatch ended so, with its caller's cancellation
+	// rather than a lost lease.
+	caller   context.Context
+	stopped  bool
+	shutdown bool
 }
+
+// shutdownTimeout bounds each write and checkpoint the kernel makes once
+// the caller's context has ended (DESIGN §21½.2): they run on a context
+// detached from the cancelled one, and a store or driver that does not
+// answer must not hold the shutdown forever.
+const shutdownTimeout = 30 * time.Second
+
+// errStopped marks an append refused because the caller's context ended:
+// a stopped dispatch records no outcome (DESIGN §15½.1).
+var errStopped = errors.New("the dispatch's context ended; nothing more is recorded")
 
 // bound is a resource obtained in this dispatch.
 type bound struct {
@@ -140,6 +160,51 @@ func (d *dispatch) apply(ev eventlog.Event) error {
 	return d.counter.Apply(ev)
 }
 
+// stoppedLocked reports whether the caller's context has ended: the
+// dispatch is shut down and records no outcome (DESIGN §15½.1). Once it
+// has said so it keeps saying so. d.mu is held.
+func (d *dispatch) stoppedLocked() bool {
+	if !d.stopped && d.caller != nil && d.caller.Err() != nil {
+		d.stopped = true
+	}
+	return d.stopped
+}
+
+// ownCtxLocked returns the context of the kernel's own writes and
+// checkpoints: d.ctx, which the caller's cancellation does not reach,
+// bounded by shutdownTimeout once the dispatch is stopped. d.mu is held.
+func (d *dispatch) ownCtxLocked() (context.Context, context.CancelFunc) {
+	if d.stopped {
+		return context.WithTimeout(d.ctx, shutdownTimeout)
+	}
+	return d.ctx, func() {}
+}
+
+// stopCause returns ctx's error, with its cause when that says more (a
+// lost lease, the caller's own cause): errors.Is sees both.
+func stopCause(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// shutdownWrite reports whether payloads may be appended by a stopped
+// dispatch: step.cancelled of the calls in flight, and captures (those
+// due with a cancelled step, and the shutdown captures) — nothing else
+// (DESIGN §15½.1, §21½.2).
+func shutdownWrite(payloads []eventlog.Payload) bool {
+	for _, p := range payloads {
+		switch p.(type) {
+		case *eventlog.StepCancelled, *eventlog.ResourceCaptured, *eventlog.ResourceCaptureFailed:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // appendLocked writes payloads as one group, synced unless lazy, and folds
 // them. A failure makes the dispatch dead: nothing more is written.
 func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
@@ -153,8 +218,8 @@ func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
 // event.
 func (d *dispatch) takeRequestsLocked() error {
 	inbox, ok := d.k.log.(eventlog.Inbox)
-	if !ok || d.dead != nil {
-		return nil
+	if !ok || d.dead != nil || d.stoppedLocked() {
+		return nil // a stopped dispatch leaves the requests to the next one
 	}
 	reqs, err := inbox.Requests(d.ctx, d.id)
 	if err != nil {
@@ -189,11 +254,20 @@ func (d *dispatch) takeRequestsLocked() error {
 }
 
 // writeLocked appends payloads, taking the inbox requests ns in the same
-// write when there are any.
+// write when there are any. Once the caller's context has ended it
+// appends only what shutdownWrite allows — nothing at all when the context
+// ended because the lease was lost: the dispatch may no longer write — and
+// refuses the rest with an error wrapping errStopped and the context's
+// error; a refusal does not make the dispatch dead.
 func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Payload) error {
 	if d.dead != nil {
 		return d.dead
 	}
+	if d.stoppedLocked() && (!shutdownWrite(payloads) || errors.Is(context.Cause(d.caller), eventlog.ErrLeaseLost)) {
+		return fmt.Errorf("sdk: execution %s: %w: %w", d.id, errStopped, stopCause(d.caller))
+	}
+	ctx, cancel := d.ownCtxLocked()
+	defer cancel()
 	if len(d.drops) > 0 {
 		// Requests that decide nothing leave the inbox with this write.
 		ns, lazy = append(slices.Clone(ns), d.drops...), false
@@ -207,11 +281,11 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 	var err error
 	switch {
 	case len(ns) > 0:
-		_, err = d.k.log.(eventlog.Inbox).Take(d.ctx, d.id, head, ns, events...)
+		_, err = d.k.log.(eventlog.Inbox).Take(ctx, d.id, head, ns, events...)
 	case lazy:
-		_, err = d.k.log.AppendUnsynced(d.ctx, d.id, head, events...)
+		_, err = d.k.log.AppendUnsynced(ctx, d.id, head, events...)
 	default:
-		_, err = d.k.log.Append(d.ctx, d.id, head, events...)
+		_, err = d.k.log.Append(ctx, d.id, head, events...)
 	}
 	if err != nil {
 		d.dead = fmt.Errorf("sdk: execution %s: append at seq %d: %w", d.id, head+1, err)
@@ -255,9 +329,10 @@ func (d *dispatch) usableLocked() error {
 	return nil
 }
 
-// run runs the handler and records how it ended.
+// run runs the handler and records how it ended. When ctx ends first (a
+// shutdown, DESIGN §15½.1) it records no end: see shutdownLocked.
 func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
-	d.ctx = context.WithoutCancel(ctx)
+	d.ctx, d.caller = context.WithoutCancel(ctx), ctx
 	d.mu.Lock()
 	if res, err, ended := d.beginLocked(); ended {
 		d.mu.Unlock()
@@ -300,6 +375,21 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	if d.dead != nil {
 		return nil, d.dead
 	}
+	if !d.stoppedLocked() {
+		res, err := d.endLocked(out, herr)
+		if !errors.Is(err, errStopped) {
+			return res, err
+		}
+		// The caller's context ended while the end was being recorded:
+		// what landed before stays, the rest is refused.
+	}
+	return nil, d.shutdownLocked(herr)
+}
+
+// endLocked records how the handler's run ended, which returned out and
+// herr: cancelled by a request, past its deadline, parked, failed by the
+// kernel or by the handler, or completed with its completion captures.
+func (d *dispatch) endLocked(out []byte, herr error) (*Result, error) {
 	if err := d.takeRequestsLocked(); err != nil {
 		return nil, err
 	}
@@ -319,22 +409,6 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 		return nil, d.fatal
 	}
 	if herr != nil {
-		if ctx.Err() != nil {
-			// Cancelled (Serve ending, a shutdown): no outcome is recorded,
-			// the execution stays resumable. Every uncovered resource whose
-			// driver is not portable is captured first, so that the next
-			// owner — perhaps on another host — binds anew from the head
-			// instead of failing with resource_unavailable (DESIGN §11); a
-			// portable one the next owner opens as it is. A capture that
-			// cannot be written (the lease is lost) changes nothing.
-			local := func(b *bound) bool { return !driver.IsPortable(b.driver.Unwrap()) }
-			if caps := d.uncoveredCapturesLocked(local); len(caps) > 0 {
-				if err := d.appendLocked(false, caps...); err == nil {
-					d.logCaptures(caps)
-				}
-			}
-			return nil, fmt.Errorf("sdk: execution %s: dispatch cancelled: %w (handler: %v)", d.id, context.Cause(ctx), herr)
-		}
 		fail := &ExecutionError{ID: d.id, Code: eventlog.FailHandler, Message: herr.Error(), cause: herr}
 		if err := d.appendLocked(false, &eventlog.ExecutionFailed{Error: fail.Message, Code: fail.Code}); err != nil {
 			return nil, err
@@ -351,6 +425,36 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 	}
 	d.logCaptures(payloads)
 	return &Result{ID: d.id, Output: out}, nil
+}
+
+// shutdownLocked ends a dispatch whose caller's context ended (DESIGN
+// §15½.1, §21½.2) — Serve stopping, a shutdown — whatever the handler
+// returned (herr, or a fallback answer): its calls in flight have
+// appended step.cancelled, and all that is added is a capture (reason
+// shutdown) of every uncovered resource whose driver is not portable, so
+// that the next owner, perhaps on another host, binds anew from the head;
+// a portable one the next owner opens as it is. No outcome of a step or
+// of the execution is recorded: the execution stays resumable, and the
+// error returned wraps the context's error. A capture that cannot be
+// written changes nothing; a dispatch stopped by a lost lease captures
+// nothing, since it may no longer write.
+func (d *dispatch) shutdownLocked(herr error) error {
+	cause := stopCause(d.caller)
+	if errors.Is(cause, eventlog.ErrLeaseLost) {
+		return fmt.Errorf("sdk: execution %s: dispatch stopped: %w", d.id, cause)
+	}
+	d.shutdown = true
+	local := func(b *bound) bool { return !driver.IsPortable(b.driver.Unwrap()) }
+	if caps := d.uncoveredCapturesLocked(local, eventlog.CaptureShutdown); len(caps) > 0 {
+		if err := d.appendLocked(false, caps...); err == nil {
+			d.logCaptures(caps)
+		}
+	}
+	err := fmt.Errorf("sdk: execution %s: dispatch stopped by its caller: %w", d.id, cause)
+	if herr != nil {
+		err = fmt.Errorf("%w (handler: %v)", err, herr)
+	}
+	return err
 }
 
 // beginLocked starts the dispatch: it takes the inbox's requests and
@@ -501,7 +605,7 @@ func (d *dispatch) closeHandles() {
 // completionCapturesLocked checkpoints every obtained resource whose policy
 // says OnCompletion and that is uncovered now (DESIGN §5).
 func (d *dispatch) completionCapturesLocked() []eventlog.Payload {
-	return d.uncoveredCapturesLocked(func(b *bound) bool { return b.pol.OnCompletion })
+	return d.uncoveredCapturesLocked(func(b *bound) bool { return b.pol.OnCompletion }, eventlog.CaptureCompletion)
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -738,8 +842,21 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.stoppedLocked() {
+		// The caller's context ended (a shutdown, DESIGN §15½.1): whatever
+		// the body returned, no outcome is recorded after that; the next
+		// dispatch runs the step again.
+		terminal, next = &eventlog.StepCancelled{StepID: stepID}, time.Time{}
+	}
 	payloads := append([]eventlog.Payload{terminal}, d.dueCapturesLocked(stepID, c)...)
-	if err := d.appendLocked(false, payloads...); err != nil {
+	err = d.appendLocked(false, payloads...)
+	if errors.Is(err, errStopped) {
+		// It ended as the outcome was being recorded.
+		terminal, next = &eventlog.StepCancelled{StepID: stepID}, time.Time{}
+		payloads[0] = terminal
+		err = d.appendLocked(false, payloads...)
+	}
+	if err != nil {
 		outcome, serr = "unrecorded", err
 		return nil, time.Time{}, err
 	}
@@ -748,14 +865,18 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	case *eventlog.StepFailed:
 		outcome, serr = "failed", berr
 	case *eventlog.StepCancelled:
-		outcome, serr = "cancelled", berr
+		cause := ctx.Err()
+		if d.stopped || cause == nil {
+			cause = stopCause(d.caller)
+		}
+		err := fmt.Errorf("sdk: %s %q cancelled: %w", c.kind, c.target, cause)
+		outcome, serr = "cancelled", cmp.Or(berr, err)
+		return nil, time.Time{}, err
 	}
 	switch {
 	case panicked:
 		d.failLocked(eventlog.FailPanic, berr)
 		return nil, time.Time{}, d.fatal
-	case berr != nil && ctx.Err() != nil:
-		return nil, time.Time{}, fmt.Errorf("sdk: %s %q cancelled: %w", c.kind, c.target, ctx.Err())
 	case !next.IsZero():
 		return nil, next, nil
 	}
@@ -823,7 +944,9 @@ func (d *dispatch) dueCapturesLocked(stepID string, c call) []eventlog.Payload {
 		if !ok || slices.ContainsFunc(st.InFlight, func(s string) bool { return s != stepID }) {
 			continue
 		}
-		out = append(out, d.k.capture(d.ctx, d.exec, b.driver, b.handle, key, st.Generation, eventlog.CaptureSteps))
+		ctx, cancel := d.ownCtxLocked()
+		out = append(out, d.k.capture(ctx, d.exec, b.driver, b.handle, key, st.Generation, eventlog.CaptureSteps))
+		cancel()
 	}
 	return out
 }

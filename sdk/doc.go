@@ -108,11 +108,32 @@
 // timer replays at once, and a dispatch that died mid-sleep sleeps only the
 // rest. Timers advance nothing and are never counted. Any wait — a sleep,
 // a retry's backoff, a child — longer than [ParkAfter] parks the dispatch:
-// it captures every resource it holds that is uncovered (the format has no
-// capture reason for parking: these captures say completion, the
-// dispatch's end), appends dispatch.parked{WakeAt, Reason}, and Run returns
+// it captures every resource it holds that is uncovered (reason park,
+// DESIGN §15½.8), appends dispatch.parked{WakeAt, Reason}, and Run returns
 // [ErrWaiting]; the execution is waiting, and [Kernel.Serve] runs it again
 // at WakeAt.
+//
+// # Shutdown
+//
+// The context given to [Kernel.Run] or [Kernel.Serve] belongs to the
+// process, not to the execution: when it ends (a shutdown, Serve stopping,
+// the caller's own timeout) the dispatch records no outcome (DESIGN
+// §15½.1, §21½.2), whatever the handler returns — a handler that swallows
+// a step's cancellation error and returns a fallback answer does not turn
+// a shutdown into a result. The calls in flight get step.cancelled (a body
+// that returns a value after the context ended included: its value is not
+// recorded and the handler gets the cancellation); every uncovered
+// resource whose driver is not portable is captured with reason shutdown,
+// so that the next owner binds from the head; and nothing else is
+// appended: no step outcome, no execution.completed or execution.failed,
+// no park, no request taken from the inbox. These writes run on a context
+// detached from the ended one, each bounded by a timeout. Run returns an
+// error wrapping the context's error; the execution stays resumable, and
+// the next Run replays it and ends it as an uninterrupted run would. A
+// step whose outcome was being appended when the context ended keeps it.
+// A dispatch whose lease was lost writes nothing at all. [Kernel.Cancel]
+// and a [Deadline] are not shutdowns: they end the execution as before.
+// The kernel logs a shutdown at Info ("dispatch stopped by its caller").
 //
 // # Approvals
 //

@@ -227,7 +227,7 @@ func TestShutdownCapturesForHandoff(t *testing.T) {
 	id := runUntilShutdown(t, a, started)
 	prefix := []string{"created s", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
 		"started tool touch affects=ws", "succeeded", "started tool wait", "cancelled",
-		"captured ws completion gen=3"}
+		"captured ws shutdown gen=3"}
 	wantEvents(t, a, id, prefix)
 	ref := events(t, a, id)[8].Data.(*eventlog.ResourceCaptured).Ref
 
@@ -260,10 +260,10 @@ func TestShutdownCaptureFailureIsLogged(t *testing.T) {
 	id := runUntilShutdown(t, k, started)
 	wantEvents(t, k, id, []string{"created s", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
 		"started tool touch affects=ws", "succeeded", "started tool wait", "cancelled",
-		"capture_failed ws completion"})
+		"capture_failed ws shutdown"})
 	logged := buf.String()
 	if strings.Count(logged, "forkline: capture failed") != 1 || !strings.Contains(logged, "resource=ws") ||
-		!strings.Contains(logged, "reason=completion") || !strings.Contains(logged, "disk full") {
-		t.Fatalf("log:\n%s\nwant one Warn \"forkline: capture failed\" for ws (completion, disk full)", logged)
+		!strings.Contains(logged, "reason=shutdown") || !strings.Contains(logged, "disk full") {
+		t.Fatalf("log:\n%s\nwant one Warn \"forkline: capture failed\" for ws (shutdown, disk full)", logged)
 	}
 }

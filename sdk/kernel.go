@@ -268,6 +268,21 @@ func (r *Result) Decode(out any) error {
 // the execution (an *ExecutionError), or the context's error when ctx was
 // cancelled (the execution stays resumable). Running a finished execution
 // returns its recorded outcome and runs nothing.
+//
+// When ctx ends before the dispatch has recorded its end — a shutdown;
+// not [Kernel.Cancel] nor a [Deadline], which end the execution — the
+// dispatch records no outcome (DESIGN §15½.1), whatever the handler
+// returns: calls in flight get step.cancelled (a body that returns a
+// value after ctx ended included), every uncovered resource whose driver
+// is not portable gets resource.captured{Reason: shutdown} (DESIGN
+// §21½.2), taken on a context detached from ctx with a bounded timeout,
+// and nothing else is appended — no step outcome, no
+// execution.completed or execution.failed. So a handler that swallows a
+// step's cancellation error and returns a fallback answer does not turn
+// a shutdown into a permanent result: Run returns an error wrapping
+// ctx's error (errors.Is context.Canceled or context.DeadlineExceeded),
+// and a later Run resumes the execution and ends it as an uninterrupted
+// run would. A dispatch stopped by a lost lease records nothing either.
 func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 	ctx, lease, release, err := k.own(ctx, id)
 	if err != nil {
@@ -319,9 +334,14 @@ func (k *Kernel) notify() {
 func (k *Kernel) logEnd(d *dispatch, err error) {
 	attrs := []any{"execution", d.id.String(), "agent", d.state.Agent, "dispatch", d.state.Dispatches, "head", d.state.Head}
 	var ee *ExecutionError
+	d.mu.Lock()
+	shutdown := d.shutdown
+	d.mu.Unlock()
 	switch {
 	case err == nil:
 		k.logger.Info("forkline: execution completed", attrs...)
+	case shutdown:
+		k.logger.Info("forkline: dispatch stopped by its caller; the execution can resume", append(attrs, "error", err.Error())...)
 	case errors.As(err, &ee) && ee.ID == d.id:
 		k.logger.Info("forkline: execution failed", append(attrs, "code", string(ee.Code), "error", ee.Message)...)
 	default:

@@ -86,7 +86,7 @@ func TestReplayAwareLogger(t *testing.T) {
 	}
 	want := []string{
 		`level=INFO msg="forkline: dispatch started"`,
-		`level=INFO msg="forkline: dispatch stopped; the execution can resume"`,
+		`level=INFO msg="forkline: dispatch stopped by its caller; the execution can resume"`,
 		`level=INFO msg="forkline: dispatch started"`,
 		`level=INFO msg="forkline: execution completed"`,
 	}
@@ -208,7 +208,7 @@ func TestDispatchEndLogs(t *testing.T) {
 	if l := ended("fail"); !strings.Contains(l, `msg="forkline: execution failed"`) || !strings.Contains(l, "code=handler") || !strings.Contains(l, "error=boom") {
 		t.Errorf("failed: %s", l)
 	}
-	if l := ended("stop"); !strings.Contains(l, `msg="forkline: dispatch stopped; the execution can resume"`) {
+	if l := ended("stop"); !strings.Contains(l, `msg="forkline: dispatch stopped by its caller; the execution can resume"`) {
 		t.Errorf("stopped: %s", l)
 	}
 }

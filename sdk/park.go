@@ -25,20 +25,19 @@ func (d *dispatch) parkUntilLocked(reason eventlog.ParkReason, at time.Time) {
 // resource it holds that is uncovered (DESIGN §10, §11: parking hands the
 // execution off, perhaps to another host, which binds anew from the
 // checkpoint covering the head), then dispatch.parked with the wake time.
-// The format has no capture reason for parking; its captures are recorded
-// with reason completion — the dispatch's end. A resource with a step in
-// flight (the awaited child's, without CoverageReuse) cannot be captured
-// and stays uncovered.
+// Its captures are recorded with reason park (DESIGN §15½.8). A resource
+// with a step in flight (the awaited child's, without CoverageReuse)
+// cannot be captured and stays uncovered.
 func (d *dispatch) parkedLocked() []eventlog.Payload {
 	d.wakeDecidedLocked()
-	payloads := d.uncoveredCapturesLocked(func(*bound) bool { return true })
+	payloads := d.uncoveredCapturesLocked(func(*bound) bool { return true }, eventlog.CapturePark)
 	return append(payloads, &eventlog.DispatchParked{WakeAt: d.wakeAt, Reason: d.parked})
 }
 
-// uncoveredCapturesLocked checkpoints every obtained resource that want
-// selects and that is uncovered now, and that no step advancing it is in
-// flight for (DESIGN §5), in key order.
-func (d *dispatch) uncoveredCapturesLocked(want func(*bound) bool) []eventlog.Payload {
+// uncoveredCapturesLocked checkpoints, with reason, every obtained
+// resource that want selects and that is uncovered now, and that no step
+// advancing it is in flight for (DESIGN §5), in key order.
+func (d *dispatch) uncoveredCapturesLocked(want func(*bound) bool, reason eventlog.CaptureReason) []eventlog.Payload {
 	var out []eventlog.Payload
 	for _, key := range slices.Sorted(mapsKeys(d.res)) {
 		b := d.res[key]
@@ -49,7 +48,9 @@ func (d *dispatch) uncoveredCapturesLocked(want func(*bound) bool) []eventlog.Pa
 		if !ok || len(st.InFlight) > 0 {
 			continue // a capture is only taken when nothing advancing R is in flight
 		}
-		out = append(out, d.k.capture(d.ctx, d.exec, b.driver, b.handle, key, st.Generation, eventlog.CaptureCompletion))
+		ctx, cancel := d.ownCtxLocked()
+		out = append(out, d.k.capture(ctx, d.exec, b.driver, b.handle, key, st.Generation, reason))
+		cancel()
 	}
 	return out
 }

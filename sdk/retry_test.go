@@ -348,7 +348,7 @@ func TestRetryParks(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrWaiting", err)
 	}
 	evs := rwant(t, k, id, []string{"created a", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
-		"started tool write affects=ws", "retrying flaky", "captured ws completion gen=2", "parked retry"})
+		"started tool write affects=ws", "retrying flaky", "captured ws park gen=2", "parked retry"})
 	at, _ := retryAts(evs)
 	parked := evs[len(evs)-1].Data.(*eventlog.DispatchParked)
 	info, _ := store.Info(ctx, id)
@@ -358,7 +358,7 @@ func TestRetryParks(t *testing.T) {
 	clock.Advance(at[0].Sub(clock.Now()))
 	serveUntilEnded(t, k, id)
 	rwant(t, k, id, []string{"created a", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
-		"started tool write affects=ws", "retrying flaky", "captured ws completion gen=2", "parked retry",
+		"started tool write affects=ws", "retrying flaky", "captured ws park gen=2", "parked retry",
 		"dispatch 2", "started tool write affects=ws attempt=2", "succeeded", "captured ws completion gen=3", "completed"})
 }
 

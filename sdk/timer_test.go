@@ -100,7 +100,7 @@ func TestSleepParks(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrWaiting", err)
 	}
 	parkedEvents := []string{"created a", "dispatch 1", "bound ws every=5", "captured ws baseline gen=1",
-		"started tool touch affects=ws", "succeeded", "timer.started", "captured ws completion gen=2", "parked timer"}
+		"started tool touch affects=ws", "succeeded", "timer.started", "captured ws park gen=2", "parked timer"}
 	evs := rwant(t, k, id, parkedEvents)
 	wake := evs[6].Data.(*eventlog.TimerStarted).WakeAt
 	info, _ := store.Info(ctx, id)
