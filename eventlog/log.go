@@ -28,6 +28,12 @@ type Info struct {
 	// §9); zero for an execution started from outside a handler. It comes
 	// from the header, so forks of a child have none.
 	Caller ID
+
+	// Approvals lists, sorted, the StepIDs that await an approval decision
+	// (the StatusState's). While it is not empty the execution is runnable
+	// only by a request in its inbox or its wake time, never because its
+	// children ended (DESIGN §15½.6): it parked for the decision.
+	Approvals []string
 }
 
 // Log is an append-only store of executions and their events. A kernel

@@ -315,9 +315,11 @@ func (k *Kernel) agentNames() []string {
 }
 
 // runnable lists the executions Serve should run now: of a registered
-// agent; pending; running with no live owner; or waiting with a wake time
-// that has passed, with requests in the inbox, or for children that have
-// all ended.
+// agent; pending; running with no live owner; or waiting and due for the
+// reason it waits (DESIGN §15½.6): a wake time that has passed, a request
+// in its inbox (an approval decision, a cancel), or — parked for a child,
+// with no wake time and no approval awaited — children that have all
+// ended.
 func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	infos, err := k.List(ctx, Filter{Status: []eventlog.Status{
 		eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
@@ -341,8 +343,9 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 		}
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
 			// A wake time (a sleep, a retry's backoff) is awaited until it
-			// passes: only a request wakes it earlier, not ended children.
-			ready, err := k.awaitedHappened(ctx, inbox, info.ID, !info.WakeAt.IsZero())
+			// passes, and an approval until its decision: only a request
+			// wakes them earlier, not ended children.
+			ready, err := k.awaitedHappened(ctx, inbox, info.ID, !info.WakeAt.IsZero() || len(info.Approvals) > 0)
 			if err != nil {
 				return nil, err
 			}

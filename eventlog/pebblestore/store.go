@@ -513,7 +513,7 @@ func (e *execution) infoLocked() eventlog.Info {
 		ID: e.id, Agent: e.hdr.Agent, Parent: e.hdr.Parent, ForkSeq: e.hdr.At,
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
-		Caller: e.hdr.Caller,
+		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals),
 	}
 }
 

@@ -108,10 +108,13 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 // info describes r.
 func (r *row) info() eventlog.Info {
 	st := r.status
+	if len(st.Approvals) == 0 {
+		st.Approvals = nil // as the Pebble store says it
+	}
 	return eventlog.Info{
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
-		Deadline: st.Deadline, Caller: r.hdr.Caller,
+		Deadline: st.Deadline, Caller: r.hdr.Caller, Approvals: st.Approvals,
 	}
 }
 
