@@ -34,6 +34,13 @@ type Info struct {
 	// only by a request in its inbox or its wake time, never because its
 	// children ended (DESIGN §15½.6): it parked for the decision.
 	Approvals []string
+
+	// LastError and RetryAt say that Serve backs this execution off
+	// (DESIGN §15½.11): the error its last run failed with, which the log
+	// does not record, and when Serve runs it again; empty and zero when
+	// it does not (kept by a store that implements RetryKeeper).
+	LastError string
+	RetryAt   time.Time
 }
 
 // Log is an append-only store of executions and their events. A kernel
