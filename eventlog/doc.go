@@ -48,7 +48,12 @@
 // and the run's deadline. The replay fold and the stores run this one
 // function, so that [Info].Status (kept by the store, never folded on
 // read) and a replay of the lineage agree. A fork's status is its own from
-// its fork.created on.
+// its fork.created on. [Info].Approvals (the approvals awaited) tells an
+// execution parked for a decision from one parked for a child: only a
+// request or its wake time makes the former runnable (DESIGN §15½.6).
+// [RetryKeeper] keeps beside an execution the backoff of the Serve that
+// runs it (DESIGN §15½.11), shown as [Info].LastError and RetryAt; it is a
+// note, not an event.
 //
 // # The checkpoint index
 //

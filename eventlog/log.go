@@ -28,6 +28,19 @@ type Info struct {
 	// §9); zero for an execution started from outside a handler. It comes
 	// from the header, so forks of a child have none.
 	Caller ID
+
+	// Approvals lists, sorted, the StepIDs that await an approval decision
+	// (the StatusState's). While it is not empty the execution is runnable
+	// only by a request in its inbox or its wake time, never because its
+	// children ended (DESIGN §15½.6): it parked for the decision.
+	Approvals []string
+
+	// LastError and RetryAt say that Serve backs this execution off
+	// (DESIGN §15½.11): the error its last run failed with, which the log
+	// does not record, and when Serve runs it again; empty and zero when
+	// it does not (kept by a store that implements RetryKeeper).
+	LastError string
+	RetryAt   time.Time
 }
 
 // Log is an append-only store of executions and their events. A kernel

@@ -113,6 +113,14 @@
 // [ErrWaiting]; the execution is waiting, and [Kernel.Serve] runs it again
 // at WakeAt.
 //
+// A waiting execution is runnable only for the reason it waits (DESIGN
+// §15½.6): its wake time, a request in its inbox (an approval decision, a
+// cancel), or — parked for a child, with no wake time and no approval
+// awaited — the end of all its children. One that awaits an approval is
+// never dispatched again because its children ended, and a parent whose
+// child itself waits (asleep, awaiting a decision) stays parked until the
+// child ends.
+//
 // # Shutdown
 //
 // The context given to [Kernel.Run] or [Kernel.Serve] belongs to the
@@ -134,6 +142,21 @@
 // A dispatch whose lease was lost writes nothing at all. [Kernel.Cancel]
 // and a [Deadline] are not shutdowns: they end the execution as before.
 // The kernel logs a shutdown at Info ("dispatch stopped by its caller").
+//
+// # Serve's backoff
+//
+// A run that Serve started and that fails with an error the log does not
+// record — a store error only that execution meets, a corrupt lineage —
+// backs that execution off (DESIGN §15½.11): Serve runs it again after
+// the poll interval, then after twice that, up to a minute, and spends no
+// slot on it meanwhile (a dispatch resumed under its lease after a store
+// error is resumed at most three times in a row before it backs off).
+// Serve logs at Warn when the error changes (the first failure, another
+// message), not at every attempt, and at Info when a run gets past it. A
+// store that implements eventlog.RetryKeeper (both stores do) keeps the
+// note: Info shows LastError and RetryAt, and ClaimRunnable skips the
+// execution until then. A listing never restarts a run that ended while
+// it was read.
 //
 // # Approvals
 //

@@ -20,6 +20,10 @@ type serveOptions struct {
 	giveUpAfter time.Duration // 0: retry the store until ctx ends
 }
 
+// maxSameLeaseResumes bounds how many times in a row runLeased resumes an
+// execution under the same lease after a store error.
+const maxSameLeaseResumes = 3
+
 // maxServeBackoff bounds the wait between Serve's attempts to reach a
 // failing store.
 const maxServeBackoff = 5 * time.Second
@@ -91,31 +95,24 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 		}
 	}
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		running = map[eventlog.ID]bool{}
-		slots   = make(chan struct{}, o.concurrency)
+		wg    sync.WaitGroup
+		runs  = newServeRuns()
+		slots = make(chan struct{}, o.concurrency)
 	)
 	defer wg.Wait()
 	t := time.NewTicker(o.poll)
 	defer t.Stop()
 	start := func(id eventlog.ID, run func() error) {
-		mu.Lock()
-		running[id] = true
-		mu.Unlock()
+		runs.begin(id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() {
-				mu.Lock()
-				delete(running, id)
-				mu.Unlock()
+				runs.end(id)
 				<-slots
 				k.notify()
 			}()
-			if err := run(); err != nil && !errors.Is(err, ErrBusy) && ctx.Err() == nil {
-				k.logger.Debug("forkline: serve: run ended with an error", "execution", id.String(), "error", err)
-			}
+			k.ranInServe(ctx, runs, id, run(), o)
 		}()
 	}
 	claimer, _ := k.log.(eventlog.Claimer)
@@ -134,7 +131,7 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 				start(l.ID, func() error { return k.runLeased(ctx, claimer, l, o) })
 			}
 		} else {
-			err = k.serveListed(ctx, &o, &mu, running, slots, start)
+			err = k.serveListed(ctx, &o, runs, slots, start)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -163,6 +160,46 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 		case <-k.wake:
 		case <-t.C:
 		}
+	}
+}
+
+// ranInServe handles the end of a run Serve started (DESIGN §15½.11): an
+// error the log does not record backs the execution off — noted in the
+// store, so that Info shows it and ClaimRunnable skips it, and logged at
+// Warn when it changes, not at every attempt; a later run that gets past
+// it clears the note. Any other error is the execution's (recorded in the
+// log) and is logged at Debug.
+func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID, err error, o serveOptions) {
+	if ctx.Err() != nil {
+		return
+	}
+	keeper, _ := k.log.(eventlog.RetryKeeper)
+	if unrecorded(err) {
+		b, changed := runs.failed(id, err, o.poll, time.Now())
+		if keeper != nil {
+			if nerr := keeper.SetRetry(ctx, id, b.err, k.now().Add(b.wait)); nerr != nil {
+				k.logger.Debug("forkline: serve: cannot note the backoff", "execution", id.String(), "error", nerr)
+			}
+		}
+		if changed {
+			k.logger.Warn("forkline: serve: a run failed with an error the log does not record; backing off",
+				"execution", id.String(), "error", err.Error(), "retry_in", b.wait)
+		}
+		return
+	}
+	if errors.Is(err, ErrBusy) {
+		return // another kernel runs it: says nothing of the execution
+	}
+	if runs.recovered(id) {
+		if keeper != nil {
+			if nerr := keeper.SetRetry(ctx, id, "", time.Time{}); nerr != nil && !errors.Is(nerr, eventlog.ErrNotFound) {
+				k.logger.Debug("forkline: serve: cannot clear the backoff", "execution", id.String(), "error", nerr)
+			}
+		}
+		k.logger.Info("forkline: serve: a run got past the error it backed off for", "execution", id.String())
+	}
+	if err != nil {
+		k.logger.Debug("forkline: serve: run ended with an error", "execution", id.String(), "error", err)
 	}
 }
 
@@ -196,17 +233,17 @@ func (o *outage) failed(err error, opts serveOptions, now time.Time) (time.Durat
 // serveListed starts a run of every runnable execution that this Serve
 // does not run yet, as slots free up: for a store without a Claimer, each
 // run claims its execution itself, and ErrBusy means another kernel won.
-func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, mu *sync.Mutex, running map[eventlog.ID]bool, slots chan struct{},
+// An execution whose run ended while the listing was read is left to the
+// next round: the listing may show it runnable though it has just ended.
+func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRuns, slots chan struct{},
 	start func(eventlog.ID, func() error)) error {
+	mark := runs.mark()
 	ids, err := k.runnable(ctx)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		mu.Lock()
-		busy := running[id]
-		mu.Unlock()
-		if busy {
+		if runs.skip(id, mark, time.Now()) {
 			continue
 		}
 		select {
@@ -241,13 +278,16 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, mu *sync.Mute
 // execution in between, so its resources that open only for this owner
 // (DESIGN §11) reopen, where a takeover would have had to restore them
 // from a checkpoint or fail with resource_unavailable. A lease found taken
-// over, or an error no retry mends, ends it.
+// over, or an error no retry mends, ends it; so does a dispatch that fails
+// again after maxSameLeaseResumes resumptions — the store answers but this
+// execution keeps failing, and Serve backs it off (DESIGN §15½.11) rather
+// than hold a slot for it.
 func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease, o serveOptions) error {
-	for {
+	for resumes := 0; ; resumes++ {
 		lctx, end := k.keep(ctx, leaser, lease)
 		_, err := k.runOwned(lctx, lease.ID, lease)
 		lease = end()
-		if !k.resumable(ctx, err) {
+		if !k.resumable(ctx, err) || resumes == maxSameLeaseResumes {
 			k.release(ctx, leaser, lease)
 			return err
 		}
@@ -315,9 +355,11 @@ func (k *Kernel) agentNames() []string {
 }
 
 // runnable lists the executions Serve should run now: of a registered
-// agent; pending; running with no live owner; or waiting with a wake time
-// that has passed, with requests in the inbox, or for children that have
-// all ended.
+// agent; pending; running with no live owner; or waiting and due for the
+// reason it waits (DESIGN §15½.6): a wake time that has passed, a request
+// in its inbox (an approval decision, a cancel), or — parked for a child,
+// with no wake time and no approval awaited — children that have all
+// ended.
 func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	infos, err := k.List(ctx, Filter{Status: []eventlog.Status{
 		eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
@@ -339,10 +381,14 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 				continue
 			}
 		}
+		if info.RetryAt.After(now) {
+			continue // a Serve backs it off (DESIGN §15½.11)
+		}
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
 			// A wake time (a sleep, a retry's backoff) is awaited until it
-			// passes: only a request wakes it earlier, not ended children.
-			ready, err := k.awaitedHappened(ctx, inbox, info.ID, !info.WakeAt.IsZero())
+			// passes, and an approval until its decision: only a request
+			// wakes them earlier, not ended children.
+			ready, err := k.awaitedHappened(ctx, inbox, info.ID, !info.WakeAt.IsZero() || len(info.Approvals) > 0)
 			if err != nil {
 				return nil, err
 			}

@@ -90,6 +90,10 @@
 // pending. A fork has its own, empty inbox. Requests of an execution that
 // has ended stay readable; nobody takes them.
 //
+// Serve's backoff note (eventlog.RetryKeeper) lives in memory beside the
+// lease, as leases do: one process owns the store, and a process that
+// opens it anew runs every execution again at once.
+//
 // # Store formats
 //
 // Store format 2 added the state records, the idempotency keys and the

@@ -115,6 +115,7 @@ type execution struct {
 		index  *eventlog.IndexState // nil until an append needs it
 		lease  eventlog.LeaseState  // in memory: see lease.go
 		inbox  inbox                // see inbox.go
+		retry  retryNote            // in memory: see retry.go
 	}
 }
 
@@ -513,7 +514,8 @@ func (e *execution) infoLocked() eventlog.Info {
 		ID: e.id, Agent: e.hdr.Agent, Parent: e.hdr.Parent, ForkSeq: e.hdr.At,
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
-		Caller: e.hdr.Caller,
+		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals),
+		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at,
 	}
 }
 

@@ -14,7 +14,9 @@
 //   - executions: one row per execution — its header (agent, parent and
 //     fork point, caller, creation time, idempotency key), its status
 //     (eventlog.StatusState), its head, its lease (epoch, owner, expiry,
-//     released) and the inbox's newest request number. Every write to an
+//     released), the inbox's newest request number, and Serve's backoff
+//     note (last_error, retry_ns; schema version 4, eventlog.RetryKeeper).
+//     Every write to an
 //     execution locks this row (SELECT … FOR UPDATE) for its transaction.
 //   - events: (execution, seq) → the encoded record (eventlog.AppendRecord).
 //     A fork's own events start at its fork point + 1: a fork is a row

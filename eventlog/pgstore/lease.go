@@ -100,8 +100,11 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 // LOCKED — rows another worker is claiming or appending to are skipped,
 // not waited for — and claims each for owner. An execution is runnable
 // when it has no live lease and is pending, running (interrupted), or
-// waiting with a wake time at or before now, a pending request, or
-// children that have all ended. Expiry is judged by the database's clock;
+// waiting and due for the reason it waits (DESIGN §15½.6): a wake time at
+// or before now, a pending request (an approval decision, a cancel), or —
+// with no wake time and no approval awaited, so parked for a child —
+// children that have all ended — and Serve does not back it off
+// (SetRetry) until after now. Expiry is judged by the database's clock;
 // wake times by now, the caller's.
 func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]eventlog.Lease, error) {
 	if err := eventlog.CheckClaim(owner, ttl); err != nil {
@@ -124,10 +127,12 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 		rows, err := tx.Query(ctx, `SELECT e.id FROM `+s.q.executions+` e
 			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
 			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
+			AND e.retry_ns <= $6
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
 				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id)
-				OR (EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id)
+				OR (e.wake_ns = 0 AND cardinality(e.approvals) = 0
+					AND EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id)
 					AND NOT EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id AND c.status NOT IN ($7, $8, $9))))
 			ORDER BY e.id LIMIT $10
 			FOR UPDATE OF e SKIP LOCKED`,

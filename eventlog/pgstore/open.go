@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -269,6 +269,13 @@ var migrations = []func(schema string) []string{
 	// fork.diverged marked keeps that event's seq; 0: not diverged.
 	func(sc string) []string {
 		return []string{`ALTER TABLE ` + sc + `.resource_states ADD COLUMN diverged bigint NOT NULL DEFAULT 0`}
+	},
+	// Version 4: Serve's backoff (DESIGN §15½.11, eventlog.RetryKeeper):
+	// the error an execution's last run failed with and the time
+	// ClaimRunnable skips it until (ns; 0: none).
+	func(sc string) []string {
+		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN last_error text NOT NULL DEFAULT '',
+			ADD COLUMN retry_ns bigint NOT NULL DEFAULT 0`}
 	},
 }
 

@@ -48,24 +48,33 @@ type row struct {
 	status    eventlog.StatusState
 	lease     eventlog.LeaseState
 	inboxLast uint64
+	retry     retryNote
+}
+
+// retryNote is the backoff a Serve loop noted (eventlog.RetryKeeper).
+type retryNote struct {
+	lastError string
+	at        time.Time
 }
 
 const rowCols = `id, agent, parent, fork_seq, caller, created_ns, head, status, updated_ns, wake_ns, deadline_ns,
-	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last`
+	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last,
+	last_error, retry_ns`
 
 // scanRow reads one row of rowCols (and then extra) from r.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
 	var (
 		id, parent, caller                              []byte
 		forkSeq, created, head, updated, wake, deadline int64
-		epoch, expires, inboxLast                       int64
+		epoch, expires, inboxLast, retryAt              int64
 		status                                          int16
 		dispatched, parked, released                    bool
-		agent, owner                                    string
+		agent, owner, lastError                         string
 		approvals                                       []string
 	)
 	dest := append([]any{&id, &agent, &parent, &forkSeq, &caller, &created, &head, &status, &updated, &wake, &deadline,
-		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast}, extra...)
+		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast,
+		&lastError, &retryAt}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -102,16 +111,23 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	}
 	out.lease = eventlog.LeaseState{Epoch: uint64(epoch), Owner: owner, Expires: fromNanos(expires), Released: released}
 	out.inboxLast = uint64(inboxLast)
+	if lastError != "" {
+		out.retry = retryNote{lastError: lastError, at: fromNanos(retryAt)}
+	}
 	return out, nil
 }
 
 // info describes r.
 func (r *row) info() eventlog.Info {
 	st := r.status
+	if len(st.Approvals) == 0 {
+		st.Approvals = nil // as the Pebble store says it
+	}
 	return eventlog.Info{
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
-		Deadline: st.Deadline, Caller: r.hdr.Caller,
+		Deadline: st.Deadline, Caller: r.hdr.Caller, Approvals: st.Approvals,
+		LastError: r.retry.lastError, RetryAt: r.retry.at,
 	}
 }
 

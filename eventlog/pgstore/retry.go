@@ -1,0 +1,32 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+)
+
+var _ eventlog.RetryKeeper = (*Store)(nil)
+
+// SetRetry implements eventlog.RetryKeeper: one UPDATE of the execution's
+// row (schema version 4), which ClaimRunnable reads.
+func (s *Store) SetRetry(ctx context.Context, id eventlog.ID, lastError string, retryAt time.Time) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	if lastError == "" {
+		retryAt = time.Time{}
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.q.executions+` SET last_error = $2, retry_ns = $3
+		WHERE id = $1 AND deleted_kept IS NULL`, id[:], lastError, nanos(retryAt))
+	if err != nil {
+		return s.wrap(err, "execution %s: note its retry", id)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: execution %s", eventlog.ErrNotFound, id)
+	}
+	return nil
+}
