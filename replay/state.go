@@ -62,6 +62,10 @@ type Step struct {
 	Idempotency eventlog.Idempotency
 	Status      StepStatus
 	Attempts    uint32 // step.started events of the step (0 for denied)
+	// Retried counts the step's step.failed events with a RetryAt: its
+	// attempts that failed and were retried (a child step's key counts
+	// them, DESIGN §15½.7). Orphaned and cancelled attempts are not.
+	Retried uint32
 	Result      []byte // of step.succeeded, or of the newest fork.created override
 	Error       string // of step.failed (for a retrying step, the failed attempt's)
 	// RetryAt is when a retrying step runs its next attempt (of its
@@ -301,6 +305,7 @@ func (s *State) apply(ev eventlog.Event) error {
 		st.Status, st.Error, st.Indeterminate, st.EndedAt = StepFailed, p.Error, p.Indeterminate, ev.Seq
 		if !p.RetryAt.IsZero() {
 			st.Status, st.RetryAt = StepRetrying, p.RetryAt
+			st.Retried++
 		}
 
 	case *eventlog.StepCancelled:
@@ -536,7 +541,7 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 	*st = Step{
 		ID: st.ID, Kind: p.StepKind, Target: s.intern(p.Target),
 		Args: args, Resources: resources,
-		Idempotency: p.Idempotency, Status: StepStarted, Attempts: p.Attempt,
+		Idempotency: p.Idempotency, Status: StepStarted, Attempts: p.Attempt, Retried: st.Retried,
 		StartedAt: ev.Seq, Dispatch: s.Dispatches,
 	}
 	return nil

@@ -89,9 +89,11 @@
 // an orphan (a safe_to_retry step started but never ended) is gated too:
 // a denied re-run first abandons the orphan's attempt (step.abandoned, so
 // that it lands and is counted like any ended attempt), then ends the
-// step denied. Child calls ([Agent.Call]) are never retried: the child is
-// found by the StepID, so a retry would find the same ended child, and the
-// re-runs of a child step after its dispatch parked are not failures.
+// step denied. Child calls ([Agent.Call]) are retried only under their own
+// [Retry] (not the kernel's WithRetry); each retry starts a new child, as
+// the child's key is hash(parent, StepID, failed attempts) (DESIGN
+// §15½.7), and only failed attempts use up MaxAttempts: the re-run of a
+// child step after its dispatch parked or crashed finds the same child.
 //
 // Retried attempts and resources, in DESIGN's terms: a retried step that
 // affects a resource is counted per attempt. Each attempt's step.started

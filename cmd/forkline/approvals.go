@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os/user"
 	"strings"
 
 	"github.com/forkline/forkline/eventlog"
@@ -61,13 +62,18 @@ func cmdApprovals(e *env, agent string) error {
 }
 
 // cmdDecide grants (approve) or refuses (reject) the approval that a step
-// of an execution awaits. The step may be given by a unique prefix of its
-// ID among the execution's awaited approvals.
-func cmdDecide(e *env, approve bool, prefix, step, note string) error {
+// of an execution awaits, as decided by by (default: the OS user, as
+// osUser finds them) with note. The step may be given by a unique prefix
+// of its ID among the execution's awaited approvals.
+func cmdDecide(e *env, approve bool, prefix, step, by, note string) error {
 	verb := "reject"
 	if approve {
 		verb = "approve"
 	}
+	if by == "" {
+		by = osUser()
+	}
+	opts := []sdk.DecisionOption{sdk.By(by), sdk.Note(note)}
 	return withLog(e, func(s logStore) error {
 		info, err := resolve(e, s, prefix)
 		if err != nil {
@@ -82,11 +88,11 @@ func cmdDecide(e *env, approve bool, prefix, step, note string) error {
 			return err
 		}
 		if approve {
-			err = k.Approve(e.ctx, info.ID, stepID, note)
+			err = k.Approve(e.ctx, info.ID, stepID, opts...)
 		} else {
-			err = k.Reject(e.ctx, info.ID, stepID, note)
+			err = k.Reject(e.ctx, info.ID, stepID, opts...)
 		}
-		if errors.Is(err, sdk.ErrNoPendingApproval) {
+		if errors.Is(err, sdk.ErrNoPendingApproval) || errors.Is(err, sdk.ErrInvalid) {
 			return &inputError{err}
 		}
 		if err != nil {
@@ -103,15 +109,25 @@ func cmdDecide(e *env, approve bool, prefix, step, note string) error {
 		recorded := after.Head > info.Head
 		if e.opts.json {
 			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "step": stepID,
-				"decision": decided, "recorded": recorded, "status": after.Status.String()})
+				"decision": decided, "by": by, "note": note, "recorded": recorded, "status": after.Status.String()})
 		}
 		if recorded {
-			fmt.Fprintf(e.stdout, "%s: step %s %s (recorded at seq %d)\n", info.ID, stepID, decided, after.Head)
+			fmt.Fprintf(e.stdout, "%s: step %s %s by %s (recorded at seq %d)\n", info.ID, stepID, decided, by, after.Head)
 		} else {
-			fmt.Fprintf(e.stdout, "%s: step %s %s; its owner records it\n", info.ID, stepID, decided)
+			fmt.Fprintf(e.stdout, "%s: step %s %s by %s; its owner records it\n", info.ID, stepID, decided, by)
 		}
 		return nil
 	})
+}
+
+// osUser is the name of the OS user running forkline: the decider of
+// approve and reject without --by; "unknown user" when the system cannot
+// say.
+func osUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown user"
 }
 
 // resolveStep returns the StepID of execution id's awaited approval whose

@@ -44,11 +44,13 @@ Commands:
                             else by its owner within 100 ms
   approvals [--agent A]     the calls that await an approval: execution,
                             step, target, reason, requested at
-  approve <id> <step> [--note N]
+  approve <id> <step> [--by NAME] [--note N]
                             grant the approval a step awaits (a step id
-                            prefix will do): the call runs
-  reject <id> <step> [--note N]
-                            refuse it: the call returns ErrDenied
+                            prefix will do): the call runs; recorded as
+                            decided by NAME (default: the OS user)
+  reject <id> <step> [--by NAME] [--note N]
+                            refuse it: the call returns ErrDenied with the
+                            note
   delete <id>               delete an execution; its forks keep reading the
                             part of it they inherited
   gc --older-than D [--status S,…] [--grace G] [--dry-run]
@@ -158,7 +160,7 @@ func commands() []*command {
 	var htmlFile, diffHTML string
 	serveAddr := defaultAddr
 	var lsStatus, lsAgent, cancelReason, checkAgent string
-	var approvalsAgent, approveNote, rejectNote string
+	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
 	var gcStatus, gcOlder string
 	var gcDry bool
 	var gcGrace time.Duration
@@ -197,11 +199,17 @@ func commands() []*command {
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&approvalsAgent, "agent", "", "only this agent's executions") },
 			run:   func(e *env, _ []string) error { return cmdApprovals(e, approvalsAgent) }},
 		{name: "approve", args: "<id> <step>", short: "grant the approval a step awaits", minPos: 2, maxPos: 2,
-			flags: func(fs *flag.FlagSet) { fs.StringVar(&approveNote, "note", "", "the note recorded with the decision") },
-			run:   func(e *env, pos []string) error { return cmdDecide(e, true, pos[0], pos[1], approveNote) }},
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&approveNote, "note", "", "the note recorded with the decision")
+				fs.StringVar(&approveBy, "by", "", "who decides (default: the OS user)")
+			},
+			run: func(e *env, pos []string) error { return cmdDecide(e, true, pos[0], pos[1], approveBy, approveNote) }},
 		{name: "reject", args: "<id> <step>", short: "refuse the approval a step awaits", minPos: 2, maxPos: 2,
-			flags: func(fs *flag.FlagSet) { fs.StringVar(&rejectNote, "note", "", "the note recorded with the decision") },
-			run:   func(e *env, pos []string) error { return cmdDecide(e, false, pos[0], pos[1], rejectNote) }},
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&rejectNote, "note", "", "the note recorded with the decision")
+				fs.StringVar(&rejectBy, "by", "", "who decides (default: the OS user)")
+			},
+			run: func(e *env, pos []string) error { return cmdDecide(e, false, pos[0], pos[1], rejectBy, rejectNote) }},
 		{name: "delete", args: "<id>", short: "delete an execution (its forks keep what they read)", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdDelete(e, pos[0]) }},
 		{name: "gc", short: "delete ended executions older than an age",
