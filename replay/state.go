@@ -62,10 +62,12 @@ type Step struct {
 	Idempotency eventlog.Idempotency
 	Status      StepStatus
 	Attempts    uint32 // step.started events of the step (0 for denied)
+
 	// Retried counts the step's step.failed events with a RetryAt: its
 	// attempts that failed and were retried (a child step's key counts
 	// them, DESIGN §15½.7). Orphaned and cancelled attempts are not.
 	Retried uint32
+
 	Result      []byte // of step.succeeded, or of the newest fork.created override
 	Error       string // of step.failed (for a retrying step, the failed attempt's)
 	// RetryAt is when a retrying step runs its next attempt (of its

@@ -62,11 +62,12 @@ type dispatch struct {
 	recorded  int
 	consumed  []uint64
 	nConsumed int
+	pos       *positions // call positions and Strict's checks (DESIGN §15)
+
 	// wentLive reports that a call of this dispatch was not answered from
 	// the record (it ran, or was gated, live): replaying ended there,
 	// whatever recorded steps remain (DESIGN §15½.9).
 	wentLive bool
-	pos       *positions // call positions and Strict's checks (DESIGN §15)
 
 	// Who held the execution (DESIGN §11, where a resource may be opened):
 	// holder is the Owner of the newest dispatch.started, holderSince the
