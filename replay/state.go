@@ -62,12 +62,6 @@ type Step struct {
 	Idempotency eventlog.Idempotency
 	Status      StepStatus
 	Attempts    uint32 // step.started events of the step (0 for denied)
-
-	// Retried counts the step's step.failed events with a RetryAt: its
-	// attempts that failed and were retried (a child step's key counts
-	// them, DESIGN §15½.7). Orphaned and cancelled attempts are not.
-	Retried uint32
-
 	Result      []byte // of step.succeeded, or of the newest fork.created override
 	Error       string // of step.failed (for a retrying step, the failed attempt's)
 	// RetryAt is when a retrying step runs its next attempt (of its
@@ -82,6 +76,11 @@ type Step struct {
 	StartedAt     uint64 // seq of the newest step.started (0 for denied)
 	EndedAt       uint64 // seq of the terminal or denied event (0 while started)
 	Dispatch      uint64 // dispatch during which the newest step.started (or the denial) was written
+
+	// Retried counts the step's step.failed events with a RetryAt: its
+	// attempts that failed and were retried (a child step's key counts
+	// them, DESIGN §15½.7). Orphaned and cancelled attempts are not.
+	Retried uint32
 }
 
 // Binding is a resource.bound of the lineage.
