@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/user"
@@ -12,15 +13,15 @@ import (
 
 // approvalRow is one awaited approval as approvals --json prints it.
 type approvalRow struct {
-	Execution   string `json:"execution"`
-	Agent       string `json:"agent"`
-	Step        string `json:"step"`
-	Kind        string `json:"kind"`
-	Target      string `json:"target"`
-	Args        string `json:"args"`
-	Reason      string `json:"reason"`
-	Seq         uint64 `json:"seq"`
-	RequestedAt string `json:"requested_at"`
+	Execution   string          `json:"execution"`
+	Agent       string          `json:"agent"`
+	Step        string          `json:"step"`
+	Kind        string          `json:"kind"`
+	Target      string          `json:"target"`
+	Args        json.RawMessage `json:"args"` // the call's args as JSON (a JSON string when they are not JSON)
+	Reason      string          `json:"reason"`
+	Seq         uint64          `json:"seq"`
+	RequestedAt string          `json:"requested_at"`
 }
 
 // cmdApprovals lists the calls that await a decision (DESIGN §12).
@@ -38,7 +39,7 @@ func cmdApprovals(e *env, agent string) error {
 		for _, a := range list {
 			rows = append(rows, approvalRow{
 				Execution: a.Execution.String(), Agent: a.Agent, Step: a.StepID, Kind: string(a.StepKind),
-				Target: a.Target, Args: string(a.Args), Reason: a.Reason, Seq: a.RequestedAt, RequestedAt: timeText(a.Time),
+				Target: a.Target, Args: argsJSON(a.Args), Reason: a.Reason, Seq: a.RequestedAt, RequestedAt: timeText(a.Time),
 			})
 		}
 		if e.opts.json {
@@ -52,13 +53,27 @@ func cmdApprovals(e *env, agent string) error {
 		fmt.Fprintln(tw, "EXECUTION\tSTEP\tTARGET\tREASON\tREQUESTED AT")
 		for _, r := range rows {
 			target := r.Kind + " " + r.Target
-			if r.Args != "" {
-				target += " " + clip(oneLine(r.Args), 40)
+			if len(r.Args) > 0 {
+				// In full, as JSON: a person decides on what the call does.
+				target += " " + oneLine(string(r.Args))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (seq %d)\n", r.Execution, r.Step, target, clip(oneLine(r.Reason), 60), r.RequestedAt, r.Seq)
 		}
 		return tw.Flush()
 	})
+}
+
+// argsJSON is a call's recorded args as they print: the JSON itself, or
+// for bytes that are not JSON, a JSON string of them.
+func argsJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	s, _ := json.Marshal(string(b))
+	return s
 }
 
 // cmdDecide grants (approve) or refuses (reject) the approval that a step

@@ -35,9 +35,10 @@ Commands:
   demo [--task TEXT]        run the coder agent, fork it at a covered and an
                             uncovered event and at an edited LLM reply, run
                             the forks, compare workspaces, diff the third
-  ls [--status S,…] [--agent A]
+  ls [--status S,…] [--agent A] [--key K]
                             list executions (statuses: pending, running,
-                            waiting, completed, failed, cancelled)
+                            waiting, completed, failed, cancelled), with
+                            their start keys; --key: the one started with K
   tree                      the fork lineage of every execution, and the
                             children each started (marked child, ─▸)
   cancel <id> [--reason R]  cancel an execution: at once when nobody runs it,
@@ -159,7 +160,7 @@ func commands() []*command {
 	var demoTask string
 	var htmlFile, diffHTML string
 	serveAddr := defaultAddr
-	var lsStatus, lsAgent, cancelReason, checkAgent string
+	var lsStatus, lsAgent, lsKey, cancelReason, checkAgent string
 	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
 	var gcStatus, gcOlder string
 	var gcDry bool
@@ -173,8 +174,9 @@ func commands() []*command {
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&lsStatus, "status", "", "only these statuses, separated by commas")
 				fs.StringVar(&lsAgent, "agent", "", "only this agent's executions")
+				fs.StringVar(&lsKey, "key", "", "only the execution started with this key")
 			},
-			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent) }},
+			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey) }},
 		{name: "tree", short: "the fork lineage of every execution", run: func(e *env, _ []string) error { return cmdTree(e) }},
 		{name: "events", args: "<id>", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdEvents(e, pos[0]) }},

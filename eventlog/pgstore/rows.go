@@ -48,10 +48,12 @@ type row struct {
 	status    eventlog.StatusState
 	lease     eventlog.LeaseState
 	inboxLast uint64
+	key       string // idem_key: the start key, "" for none
 }
 
 const rowCols = `id, agent, parent, fork_seq, caller, created_ns, head, status, updated_ns, wake_ns, deadline_ns,
-	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last`
+	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last,
+	coalesce(idem_key, '')`
 
 // scanRow reads one row of rowCols (and then extra) from r.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
@@ -61,11 +63,11 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		epoch, expires, inboxLast                       int64
 		status                                          int16
 		dispatched, parked, released                    bool
-		agent, owner                                    string
+		agent, owner, key                               string
 		approvals                                       []string
 	)
 	dest := append([]any{&id, &agent, &parent, &forkSeq, &caller, &created, &head, &status, &updated, &wake, &deadline,
-		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast}, extra...)
+		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast, &key}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -101,7 +103,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		out.status.Approvals = nil
 	}
 	out.lease = eventlog.LeaseState{Epoch: uint64(epoch), Owner: owner, Expires: fromNanos(expires), Released: released}
-	out.inboxLast = uint64(inboxLast)
+	out.inboxLast, out.key = uint64(inboxLast), key
 	return out, nil
 }
 
@@ -111,7 +113,7 @@ func (r *row) info() eventlog.Info {
 	return eventlog.Info{
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
-		Deadline: st.Deadline, Caller: r.hdr.Caller,
+		Deadline: st.Deadline, Caller: r.hdr.Caller, Key: r.key,
 	}
 }
 
