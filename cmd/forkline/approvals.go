@@ -54,8 +54,9 @@ func cmdApprovals(e *env, agent string) error {
 		for _, r := range rows {
 			target := r.Kind + " " + r.Target
 			if len(r.Args) > 0 {
-				// In full, as JSON: a person decides on what the call does.
-				target += " " + oneLine(string(r.Args))
+				// In full, as JSON (compact: it holds no raw newline), not
+				// quoted: a person decides on what the call does.
+				target += " " + string(r.Args)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (seq %d)\n", r.Execution, r.Step, target, clip(oneLine(r.Reason), 60), r.RequestedAt, r.Seq)
 		}
