@@ -313,7 +313,7 @@ func cmdEvents(e *env, idArg string) error {
 			out := make([]eventJSON, 0, len(l.events))
 			for _, ev := range l.events {
 				out = append(out, eventJSON{Seq: ev.Seq, Time: ev.Time.UTC(), Kind: ev.Kind().String(),
-					Detail: detail(ev, l.steps), Data: eventlog.PayloadFields(ev.Data)})
+					Detail: detail(ev, l.steps), Data: eventData(ev, l.steps)})
 			}
 			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "events": out})
 		}

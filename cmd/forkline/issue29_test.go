@@ -129,3 +129,23 @@ func TestApprovalsShowReadableArgs(t *testing.T) {
 		t.Fatalf("approvals --json args = %+v, want the call's args as a JSON object", a)
 	}
 }
+
+// TestReadableLLMResult: events --json shows an LLM response's body as
+// JSON when it is JSON, and leaves other bytes base64 (the golden file
+// events_json shows the first case in context).
+func TestReadableLLMResult(t *testing.T) {
+	for _, c := range []struct {
+		name, result, want string
+		ok                 bool
+	}{
+		{"json body", `{"status":200,"body":"eyJhIjogMX0="}`, `{"status":200,"body":{"a":1}}`, true},
+		{"text body", `{"status":200,"body":"aGVsbG8="}`, "", false},
+		{"binary body", `{"status":200,"body":"/w=="}`, "", false},
+		{"not a response", `"hello"`, "", false},
+	} {
+		got, ok := readableLLMResult([]byte(c.result))
+		if ok != c.ok || string(got) != c.want {
+			t.Errorf("%s: readableLLMResult(%s) = %s, %v; want %s, %v", c.name, c.result, got, ok, c.want, c.ok)
+		}
+	}
+}
