@@ -336,3 +336,32 @@ func TestLiveResultEqualsReplayed(t *testing.T) {
 		t.Fatalf("fork events (-want +got):\n%s", diff)
 	}
 }
+
+// TestLookupByKey: Lookup finds the execution started with a key, with
+// the key in its Info; a key nobody started is ErrNotFound and creates
+// nothing; an empty key is ErrInvalid.
+func TestLookupByKey(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	k := newKernel(t, store, func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(context.Context, none) (int, error) { return 1, nil })
+	})
+	id, err := k.Start(ctx, "a", none{}, sdk.WithKey("order-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := k.Lookup(ctx, "order-1")
+	if err != nil || info.ID != id || info.Key != "order-1" || info.Agent != "a" {
+		t.Fatalf("Lookup(order-1) = %+v, %v; want %s with its key", info, err, id)
+	}
+	if _, err := k.Lookup(ctx, "order-2"); !errors.Is(err, eventlog.ErrNotFound) {
+		t.Fatalf("Lookup of a key nobody started = %v, want ErrNotFound", err)
+	}
+	if _, err := k.Lookup(ctx, ""); !errors.Is(err, sdk.ErrInvalid) {
+		t.Fatalf("Lookup of an empty key = %v, want ErrInvalid", err)
+	}
+	infos, err := k.List(ctx, sdk.Filter{})
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("executions after the lookups: %d, %v; want 1 (a lookup never creates)", len(infos), err)
+	}
+}
