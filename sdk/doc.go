@@ -133,6 +133,20 @@
 // decision, or deciding twice, is [ErrNoPendingApproval] and writes
 // nothing.
 //
+// Who decided and why (DESIGN §21½.10): Approve and Reject take [By]
+// (recorded as the decision's By; without it, the OS user running the
+// process, "user:NAME", else the kernel's owner name) and [Note]. A
+// rejection's note and decider are the *DeniedError's Note and By, live
+// and on replay; a grant's note is what [ApprovalNote] returns inside the
+// approved call's body, on its retries and re-runs too. By is a label, not
+// authentication.
+//
+// # Keys
+//
+// An execution started [WithKey] shows its key as Info.Key, and
+// [Kernel.Lookup] finds it by the key without ever creating one
+// (eventlog.ErrNotFound for a key nobody started).
+//
 // A wait for a decision longer than [ParkAfter] parks the dispatch
 // (dispatch.parked{Reason: approval}, no WakeAt) and costs no goroutine. A
 // decision folded while the execution is parked sets its WakeAt to the
