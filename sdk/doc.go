@@ -94,6 +94,10 @@
 // the child's key is hash(parent, StepID, failed attempts) (DESIGN
 // §15½.7), and only failed attempts use up MaxAttempts: the re-run of a
 // child step after its dispatch parked or crashed finds the same child.
+// The key of a first attempt is the one earlier versions derived from
+// (parent, StepID), so their recorded executions find their children
+// again; it differs only for attempts after a failed one, which earlier
+// versions never retried.
 //
 // Retried attempts and resources, in DESIGN's terms: a retried step that
 // affects a resource is counted per attempt. Each attempt's step.started
