@@ -41,6 +41,23 @@ type Info struct {
 	// it does not (kept by a store that implements RetryKeeper).
 	LastError string
 	RetryAt   time.Time
+
+	// Key is the execution's start key (execution.created Key, DESIGN
+	// §9): "" for none and for a fork. A Pebble store keeps it in the
+	// header of executions created since Info had it; older ones show "",
+	// though LookupKey still finds them.
+	Key string
+}
+
+// KeyLookup is implemented by a Log that finds an execution by its start
+// key without creating one (sdk's Kernel.Lookup). Both stores of this
+// module implement it; storetest checks it.
+type KeyLookup interface {
+	// LookupKey returns the ID of the execution whose execution.created
+	// has Key key; an error wrapping ErrNotFound when none has (never
+	// created, or deleted: deleting frees the key). An empty key is
+	// ErrInvalid.
+	LookupKey(ctx context.Context, key string) (ID, error)
 }
 
 // Log is an append-only store of executions and their events. A kernel

@@ -76,6 +76,11 @@ type Step struct {
 	StartedAt     uint64 // seq of the newest step.started (0 for denied)
 	EndedAt       uint64 // seq of the terminal or denied event (0 while started)
 	Dispatch      uint64 // dispatch during which the newest step.started (or the denial) was written
+
+	// Retried counts the step's step.failed events with a RetryAt: its
+	// attempts that failed and were retried (a child step's key counts
+	// them, DESIGN §15½.7). Orphaned and cancelled attempts are not.
+	Retried uint32
 }
 
 // Binding is a resource.bound of the lineage.
@@ -301,6 +306,7 @@ func (s *State) apply(ev eventlog.Event) error {
 		st.Status, st.Error, st.Indeterminate, st.EndedAt = StepFailed, p.Error, p.Indeterminate, ev.Seq
 		if !p.RetryAt.IsZero() {
 			st.Status, st.RetryAt = StepRetrying, p.RetryAt
+			st.Retried++
 		}
 
 	case *eventlog.StepCancelled:
@@ -536,7 +542,7 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 	*st = Step{
 		ID: st.ID, Kind: p.StepKind, Target: s.intern(p.Target),
 		Args: args, Resources: resources,
-		Idempotency: p.Idempotency, Status: StepStarted, Attempts: p.Attempt,
+		Idempotency: p.Idempotency, Status: StepStarted, Attempts: p.Attempt, Retried: st.Retried,
 		StartedAt: ev.Seq, Dispatch: s.Dispatches,
 	}
 	return nil

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -182,10 +183,24 @@ type childArgs struct {
 //
 // A wait longer than ParkAfter parks the parent's dispatch (Run returns
 // ErrWaiting) until the child has ended.
-func (a *Agent[In, Out]) Call(ctx context.Context, in In) (Out, error) {
+//
+// opts may hold Retry and Affects. Retry retries a child that failed: each
+// retry starts a new child (its key counts the step's failed attempts,
+// DESIGN §15½.7), while a parent resumed after a crash or a park finds the
+// child it started. The kernel's WithRetry does not apply to children.
+// AtMostOnce and Timeout are ErrInvalid: a child is found again by its
+// key, and its wait already parks.
+func (a *Agent[In, Out]) Call(ctx context.Context, in In, opts ...CallOption) (Out, error) {
 	var zero Out
 	if a == nil {
 		return zero, errNilAgent()
+	}
+	o, err := buildCallOptions(opts)
+	if err != nil {
+		return zero, fmt.Errorf("child %q: %w", a.name, err)
+	}
+	if o.idem == eventlog.AtMostOnce || o.timeout != 0 {
+		return zero, fmt.Errorf("%w: child %q: AtMostOnce and Timeout do not apply to a child call", ErrInvalid, a.name)
 	}
 	d, err := dispatchFrom(ctx)
 	if err != nil {
@@ -202,10 +217,11 @@ func (a *Agent[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 	if err != nil {
 		return zero, fmt.Errorf("%w: child %q: input: %v", ErrInvalid, a.name, err)
 	}
-	return doTyped(ctx, d, call{kind: eventlog.StepChild, target: a.name, args: args, idem: eventlog.SafeToRetry},
+	return doTyped(ctx, d, call{kind: eventlog.StepChild, target: a.name, args: args, idem: eventlog.SafeToRetry,
+		affects: o.affects, retry: o.retry},
 		func(bctx context.Context) (Out, error) {
 			si, _ := bctx.Value(stepKey{}).(*stepInfo)
-			id, err := a.Start(bctx, in, WithKey(childKey(d.id, si.id)), withCaller(d.id))
+			id, err := a.Start(bctx, in, WithKey(childKey(d.id, si.id, si.retried)), withCaller(d.id))
 			if err != nil {
 				return zero, err
 			}
@@ -225,8 +241,19 @@ func (a *Agent[In, Out]) Call(ctx context.Context, in In) (Out, error) {
 }
 
 // childKey is the idempotency key of the child started by step stepID of
-// execution parent.
-func childKey(parent eventlog.ID, stepID string) string {
-	h := sha256.Sum256(append(parent[:], stepID...))
+// execution parent after retried failed attempts of that step (DESIGN
+// §15½.7: the step's step.failed events with a RetryAt). A resumed parent
+// — an orphaned or cancelled attempt run again — finds the same child; a
+// retry of a failed child step starts a new one. For retried == 0 the key
+// is the one earlier versions derived from (parent, StepID) alone, so the
+// children of executions recorded by them are found again; earlier
+// versions gave every retry the first attempt's child (which had ended),
+// so a retry recorded by them now starts a new child.
+func childKey(parent eventlog.ID, stepID string, retried uint32) string {
+	b := append(parent[:], stepID...)
+	if retried > 0 {
+		b = binary.BigEndian.AppendUint32(append(b, 0), retried)
+	}
+	h := sha256.Sum256(b)
 	return "fl-child-" + hex.EncodeToString(h[:16])
 }

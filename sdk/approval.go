@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/user"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/replay"
@@ -48,23 +52,126 @@ type PendingApproval struct {
 	Time        time.Time // when it was requested
 }
 
+// DecisionOption configures Approve and Reject: By names who decided,
+// Note says why.
+type DecisionOption func(*decisionOptions) error
+
+// decisionOptions is what the DecisionOptions of one decision set.
+type decisionOptions struct {
+	by   string // "" until By: the default decider (defaultDecider)
+	note string
+}
+
+// maxDeciderLen bounds the name By records.
+const maxDeciderLen = 256
+
+// By names who decides: the person or system recorded as
+// approval.granted/rejected.By and shown by forkline approvals, forkline
+// events and the live page. Without By the decision is recorded as made by
+// the OS user running the process (os/user; "user:NAME"), or, when the
+// process has none, by the kernel's owner name (WithOwner). An empty name,
+// one longer than 256 bytes, one with control characters or one that is not
+// valid UTF-8 is ErrInvalid, and nothing is written. It is a label, not
+// authentication: the kernel believes it.
+func By(name string) DecisionOption {
+	return func(o *decisionOptions) error {
+		switch {
+		case name == "":
+			return fmt.Errorf("%w: By: empty name", ErrInvalid)
+		case len(name) > maxDeciderLen:
+			return fmt.Errorf("%w: By: a name of %d bytes, more than %d", ErrInvalid, len(name), maxDeciderLen)
+		case !utf8.ValidString(name):
+			return fmt.Errorf("%w: By: name %q is not valid UTF-8", ErrInvalid, name)
+		case strings.IndexFunc(name, unicode.IsControl) >= 0:
+			return fmt.Errorf("%w: By: name %q holds a control character", ErrInvalid, name)
+		}
+		o.by = name
+		return nil
+	}
+}
+
+// Note records text with the decision (approval.granted/rejected.Note):
+// a rejection's note is the denied call's reason (DeniedError.Note), a
+// grant's is what ApprovalNote returns inside the approved call's body.
+// Text that is not valid UTF-8 is ErrInvalid. Without Note the decision
+// has none.
+func Note(text string) DecisionOption {
+	return func(o *decisionOptions) error {
+		if !utf8.ValidString(text) {
+			return fmt.Errorf("%w: Note: text %q is not valid UTF-8", ErrInvalid, text)
+		}
+		o.note = text
+		return nil
+	}
+}
+
+// decisionOpts applies opts over the defaults.
+func (k *Kernel) decisionOpts(opts []DecisionOption) (decisionOptions, error) {
+	var o decisionOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil decision option", ErrInvalid)
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	if o.by == "" {
+		o.by = k.defaultDecider()
+	}
+	return o, nil
+}
+
+// defaultDecider is who decides when By is not given: the OS user running
+// the process, else the kernel's owner name.
+func (k *Kernel) defaultDecider() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "user:" + u.Username
+	}
+	return k.owner
+}
+
+// ApprovalNote returns, inside the body of a call that ran because its
+// approval was granted, the grant's note (Note); "" outside such a body or
+// when the grant has none. A re-run of the approved step (after a crash,
+// or a retry that was not asked about again) sees the same note. In a fork,
+// only a grant of the fork's own run counts: an approval of the prefix
+// never approves the fork's live call (DESIGN §8½).
+func ApprovalNote(ctx context.Context) string {
+	if si, ok := ctx.Value(stepKey{}).(*stepInfo); ok {
+		return si.note
+	}
+	return ""
+}
+
 // Approve grants the approval that step stepID of execution id awaits
-// (DESIGN §12): the call runs live. The decision is a request (DESIGN
-// §8½): the execution's owner records approval.granted{By, Note} within
-// 100 ms while it runs; with no live owner this call records it, and
-// Serve runs the execution again. A step that awaits no decision —
-// never asked, decided already, or of an ended execution — is an error
-// wrapping ErrNoPendingApproval, and nothing is written; an unknown
-// execution is ErrNotFound.
-func (k *Kernel) Approve(ctx context.Context, id eventlog.ID, stepID, note string) error {
-	return k.decideApproval(ctx, id, &eventlog.ApprovalGranted{StepID: stepID, By: k.owner, Note: note})
+// (DESIGN §12, §21½.10): the call runs live. By names who decided (its
+// default is the OS user), Note records why; the body reads the note with
+// ApprovalNote. The decision is a request (DESIGN §8½): the execution's
+// owner records approval.granted{By, Note} within 100 ms while it runs;
+// with no live owner this call records it, and Serve runs the execution
+// again. A step that awaits no decision — never asked, decided already,
+// or of an ended execution — is an error wrapping ErrNoPendingApproval,
+// and nothing is written; an unknown execution is ErrNotFound; a bad
+// option is ErrInvalid.
+func (k *Kernel) Approve(ctx context.Context, id eventlog.ID, stepID string, opts ...DecisionOption) error {
+	o, err := k.decisionOpts(opts)
+	if err != nil {
+		return fmt.Errorf("sdk: approve step %s of %s: %w", stepID, id, err)
+	}
+	return k.decideApproval(ctx, id, &eventlog.ApprovalGranted{StepID: stepID, By: o.by, Note: o.note})
 }
 
 // Reject refuses the approval that step stepID of execution id awaits
-// (DESIGN §12): the call returns an error wrapping ErrDenied whose reason
-// carries note, and never runs. It is recorded and refused as Approve is.
-func (k *Kernel) Reject(ctx context.Context, id eventlog.ID, stepID, note string) error {
-	return k.decideApproval(ctx, id, &eventlog.ApprovalRejected{StepID: stepID, By: k.owner, Note: note})
+// (DESIGN §12, §21½.10): the call never runs and returns a *DeniedError
+// (ErrDenied) whose Note and By are the rejection's, live and on replay;
+// its text ends with the note. It is recorded and refused as Approve is.
+func (k *Kernel) Reject(ctx context.Context, id eventlog.ID, stepID string, opts ...DecisionOption) error {
+	o, err := k.decisionOpts(opts)
+	if err != nil {
+		return fmt.Errorf("sdk: reject step %s of %s: %w", stepID, id, err)
+	}
+	return k.decideApproval(ctx, id, &eventlog.ApprovalRejected{StepID: stepID, By: o.by, Note: o.note})
 }
 
 // decideApproval checks that p decides an awaited approval and requests
@@ -288,7 +395,35 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 	if a.Note != "" {
 		reason += ": " + a.Note
 	}
-	return d.deny(stepID, c, reason)
+	err := d.deny(stepID, c, reason)
+	if de := (*DeniedError)(nil); errors.As(err, &de) {
+		de.By, de.Note = a.By, a.Note
+	}
+	return err
+}
+
+// recordedDenial is the error a recorded step.denied of step stepID
+// replays as: the gate's reason, and for a rejected approval its By and
+// Note, as the live call returned them.
+func (d *dispatch) recordedDenial(stepID string, c call, rec replay.Step) *DeniedError {
+	de := &DeniedError{Target: c.target, Reason: rec.Reason}
+	d.mu.Lock()
+	a, ok := d.state.Approval(stepID)
+	d.mu.Unlock()
+	if ok && a.Decision == replay.ApprovalRejected && a.DecidedAt < rec.EndedAt {
+		de.By, de.Note = a.By, a.Note
+	}
+	return de
+}
+
+// grantNoteLocked returns the note of the grant that lets the next live
+// attempt of step stepID run: the newest approval of this run's (Own),
+// granted. d.mu is held.
+func (d *dispatch) grantNoteLocked(stepID string) string {
+	if a, ok := d.state.Approval(stepID); ok && a.Own && a.Decision == replay.ApprovalGranted {
+		return a.Note
+	}
+	return ""
 }
 
 // requestApproval appends approval.requested for c: the execution is

@@ -36,7 +36,7 @@ func TestApprovalOnPostgres(t *testing.T) {
 	go func() { _, err := kA.Run(ctx, live); done <- err }()
 	awaitStatus(t, stores[1], live, eventlog.StatusWaiting)
 	p := pendingStep(t, kB, live)
-	if err := kB.Approve(ctx, live, p.StepID, "from B"); err != nil {
+	if err := kB.Approve(ctx, live, p.StepID, sdk.Note("from B")); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -47,7 +47,7 @@ func TestApprovalOnPostgres(t *testing.T) {
 	if diff := cmp.Diff(want, describeAll(events(t, kB, live))); diff != "" {
 		t.Fatalf("live owner (-want +got):\n%s", diff)
 	}
-	if err := kB.Approve(ctx, live, p.StepID, "again"); !errors.Is(err, sdk.ErrNoPendingApproval) {
+	if err := kB.Approve(ctx, live, p.StepID, sdk.Note("again")); !errors.Is(err, sdk.ErrNoPendingApproval) {
 		t.Fatalf("second Approve = %v", err)
 	}
 
@@ -56,7 +56,7 @@ func TestApprovalOnPostgres(t *testing.T) {
 	if _, err := kPark.Run(ctx, parked); !errors.Is(err, sdk.ErrWaiting) {
 		t.Fatalf("Run = %v, want ErrWaiting", err)
 	}
-	if err := kB.Approve(ctx, parked, pendingStep(t, kB, parked).StepID, "from B"); err != nil {
+	if err := kB.Approve(ctx, parked, pendingStep(t, kB, parked).StepID, sdk.Note("from B")); err != nil {
 		t.Fatal(err)
 	}
 	sctx, stop := context.WithCancel(ctx)

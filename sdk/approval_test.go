@@ -124,7 +124,7 @@ func TestApprovalGranted(t *testing.T) {
 	if bodies.Load() != 0 {
 		t.Fatal("the body ran before the approval")
 	}
-	if err := k.Approve(ctx, id, p.StepID, "ok by me"); err != nil {
+	if err := k.Approve(ctx, id, p.StepID, sdk.Note("ok by me")); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -160,12 +160,12 @@ func TestApprovalGranted(t *testing.T) {
 		want error
 		verb string // "" for an error that names none
 	}{
-		{"approve twice", k.Approve(ctx, id, p.StepID, "again"), sdk.ErrNoPendingApproval, "approve step"},
-		{"reject after approve", k.Reject(ctx, id, p.StepID, "no"), sdk.ErrNoPendingApproval, "reject step"},
-		{"unknown step", k.Approve(ctx, id, "0123", ""), sdk.ErrNoPendingApproval, "approve step"},
-		{"empty step", k.Approve(ctx, id, "", ""), sdk.ErrInvalid, "approve step"},
-		{"empty step, reject", k.Reject(ctx, id, "", ""), sdk.ErrInvalid, "reject step"},
-		{"unknown execution", k.Approve(ctx, eventlog.ID{9}, p.StepID, ""), eventlog.ErrNotFound, ""},
+		{"approve twice", k.Approve(ctx, id, p.StepID, sdk.Note("again")), sdk.ErrNoPendingApproval, "approve step"},
+		{"reject after approve", k.Reject(ctx, id, p.StepID, sdk.Note("no")), sdk.ErrNoPendingApproval, "reject step"},
+		{"unknown step", k.Approve(ctx, id, "0123"), sdk.ErrNoPendingApproval, "approve step"},
+		{"empty step", k.Approve(ctx, id, ""), sdk.ErrInvalid, "approve step"},
+		{"empty step, reject", k.Reject(ctx, id, ""), sdk.ErrInvalid, "reject step"},
+		{"unknown execution", k.Approve(ctx, eventlog.ID{9}, p.StepID), eventlog.ErrNotFound, ""},
 	} {
 		if !errors.Is(c.err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
@@ -199,7 +199,7 @@ func TestApprovalRejected(t *testing.T) {
 	}()
 	awaitStatus(t, store, id, eventlog.StatusWaiting)
 	p := pendingStep(t, k, id)
-	if err := k.Reject(ctx, id, p.StepID, "too expensive"); err != nil {
+	if err := k.Reject(ctx, id, p.StepID, sdk.Note("too expensive")); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -214,7 +214,7 @@ func TestApprovalRejected(t *testing.T) {
 	if diff := cmp.Diff(wantEvents, describeAll(events(t, k, id))); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
-	if err := k.Approve(ctx, id, p.StepID, ""); !errors.Is(err, sdk.ErrNoPendingApproval) {
+	if err := k.Approve(ctx, id, p.StepID); !errors.Is(err, sdk.ErrNoPendingApproval) {
 		t.Fatalf("Approve after Reject = %v", err)
 	}
 
@@ -274,7 +274,7 @@ func TestApprovalParksAndServeWakes(t *testing.T) {
 		<-served
 	}()
 	p := pendingStep(t, k, id)
-	if err := k.Approve(ctx, id, p.StepID, "go"); err != nil {
+	if err := k.Approve(ctx, id, p.StepID, sdk.Note("go")); err != nil {
 		t.Fatal(err)
 	}
 	// A hang guard, not a timing assertion: without the wake, Serve never
@@ -333,7 +333,7 @@ func TestApprovalResumesAfterCrash(t *testing.T) {
 		if decideWhileDown {
 			// No live owner: Approve appends the decision itself; Serve
 			// finds the execution interrupted and runs it.
-			if err := other.Approve(ctx, id, p.StepID, "later"); err != nil {
+			if err := other.Approve(ctx, id, p.StepID, sdk.Note("later")); err != nil {
 				t.Fatal(err)
 			}
 			sctx, stop := context.WithCancel(ctx)
@@ -355,7 +355,7 @@ func TestApprovalResumesAfterCrash(t *testing.T) {
 			for len(events(t, resumed, id)) < 4 {
 				time.Sleep(2 * time.Millisecond)
 			}
-			if err := other.Approve(ctx, id, p.StepID, "now"); err != nil {
+			if err := other.Approve(ctx, id, p.StepID, sdk.Note("now")); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-done; err != nil {
@@ -399,7 +399,7 @@ func TestApproveForkEffects(t *testing.T) {
 	if p.Reason != "an at_most_once call in a fork needs approval" {
 		t.Fatalf("reason %q", p.Reason)
 	}
-	if err := k.Approve(ctx, f, p.StepID, ""); err != nil {
+	if err := k.Approve(ctx, f, p.StepID); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -414,12 +414,12 @@ func TestApproveForkEffects(t *testing.T) {
 	// A fork of the fork after its approval (seq 6, before the call
 	// started) asks again: the prefix's approval is not its own.
 	ff, _ := k.Fork(ctx, f, 6)
-	if err := k.Approve(ctx, ff, p.StepID, ""); !errors.Is(err, sdk.ErrNoPendingApproval) {
+	if err := k.Approve(ctx, ff, p.StepID); !errors.Is(err, sdk.ErrNoPendingApproval) {
 		t.Fatalf("Approve of the prefix's approval in a fork = %v", err)
 	}
 	go func() { _, err := k.Run(ctx, ff); done <- err }()
 	awaitStatus(t, store, ff, eventlog.StatusWaiting)
-	if err := k.Reject(ctx, ff, pendingStep(t, k, ff).StepID, "not twice"); err != nil {
+	if err := k.Reject(ctx, ff, pendingStep(t, k, ff).StepID, sdk.Note("not twice")); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -475,10 +475,10 @@ func TestApprovalForkGatesOrphanRerun(t *testing.T) {
 		p := pendingStep(t, k, f)
 		want := []string{"created a", "dispatch 1", "started tool fetch", "fork at=3", "dispatch 2", "approval.requested"}
 		if approve {
-			err = k.Approve(ctx, f, p.StepID, "")
+			err = k.Approve(ctx, f, p.StepID)
 			want = append(want, "approval.granted", "started tool fetch attempt=2", "succeeded", "completed")
 		} else {
-			err = k.Reject(ctx, f, p.StepID, "no")
+			err = k.Reject(ctx, f, p.StepID, sdk.Note("no"))
 			want = append(want, "approval.rejected", "step.abandoned", "denied tool fetch: approval rejected: no", "completed")
 		}
 		if err != nil {
@@ -538,14 +538,14 @@ func TestApprovalForkGatesRetries(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := k.Run(ctx, f); done <- err }()
 	first := awaitApproval(t, k, f, 0)
-	if err := k.Approve(ctx, f, first.StepID, "first"); err != nil {
+	if err := k.Approve(ctx, f, first.StepID, sdk.Note("first")); err != nil {
 		t.Fatal(err)
 	}
 	second := awaitApproval(t, k, f, first.RequestedAt)
 	if second.StepID != first.StepID {
 		t.Fatalf("the retry asks about step %s, the first attempt was %s", second.StepID, first.StepID)
 	}
-	if err := k.Approve(ctx, f, second.StepID, "second"); err != nil {
+	if err := k.Approve(ctx, f, second.StepID, sdk.Note("second")); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -584,7 +584,7 @@ func TestApprovalCancelWhileParked(t *testing.T) {
 	if list, err := k.Approvals(ctx, sdk.Filter{}); err != nil || len(list) != 0 {
 		t.Fatalf("Approvals after cancel = %v, %v", list, err)
 	}
-	if err := k.Approve(ctx, id, p.StepID, ""); !errors.Is(err, sdk.ErrNoPendingApproval) {
+	if err := k.Approve(ctx, id, p.StepID); !errors.Is(err, sdk.ErrNoPendingApproval) {
 		t.Fatalf("Approve of a cancelled execution = %v", err)
 	}
 	if n := len(events(t, k, id)); n != len(want) {

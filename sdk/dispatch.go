@@ -65,6 +65,11 @@ type dispatch struct {
 	nConsumed int
 	pos       *positions // call positions and Strict's checks (DESIGN §15)
 
+	// wentLive reports that a call of this dispatch was not answered from
+	// the record (it ran, or was gated, live): replaying ended there,
+	// whatever recorded steps remain (DESIGN §15½.9).
+	wentLive bool
+
 	// Who held the execution (DESIGN §11, where a resource may be opened):
 	// holder is the Owner of the newest dispatch.started, holderSince the
 	// seq of the first dispatch.started of the newest run of dispatches
@@ -125,9 +130,11 @@ type dispatchKey struct{}
 
 // stepInfo marks a context as the body of a step.
 type stepInfo struct {
-	id     string
-	target string
-	idem   string
+	id      string
+	target  string
+	idem    string
+	note    string // the note of the grant that let it run (ApprovalNote)
+	retried uint32 // the step's failed attempts that were retried (childKey)
 }
 
 type stepKey struct{}
@@ -666,6 +673,10 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		d.mu.Unlock()
 		return nil, err
 	}
+	if !seen || rec.Status != replay.StepSucceeded && rec.Status != replay.StepFailed && rec.Status != replay.StepDenied {
+		// Not answered from the record: replaying ends here (DESIGN §15½.9).
+		d.wentLive = true
+	}
 	d.mu.Unlock()
 
 	attempt := uint32(1)
@@ -680,7 +691,7 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		case replay.StepFailed:
 			return nil, &StepError{StepID: stepID, Target: c.target, Message: rec.Error, Indeterminate: rec.Indeterminate}
 		case replay.StepDenied:
-			return nil, &DeniedError{Target: c.target, Reason: rec.Reason}
+			return nil, d.recordedDenial(stepID, c, rec)
 		case replay.StepRetrying:
 			return d.attempts(ctx, stepID, rec.Attempts+1, rec.RetryAt, c)
 		}
@@ -702,6 +713,13 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		return nil, err
 	}
 	return d.attempts(ctx, stepID, attempt, time.Time{}, c)
+}
+
+// retriedLocked returns how many failed attempts of step stepID were
+// retried (replay.Step.Retried). d.mu is held.
+func (d *dispatch) retriedLocked(stepID string) uint32 {
+	st, _ := d.state.Step(stepID)
+	return st.Retried
 }
 
 // consumeLocked marks the step at index as reached again by this dispatch;
@@ -807,6 +825,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	// An at_most_once intent is synced before the body runs; a safe_to_retry
 	// one rides on the terminal event's sync (DESIGN §4).
 	err := d.appendLocked(c.idem == eventlog.SafeToRetry, started)
+	note, retried := d.grantNoteLocked(stepID), d.retriedLocked(stepID)
 	d.mu.Unlock()
 	if err != nil {
 		return nil, time.Time{}, err
@@ -815,7 +834,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	outcome, serr := "succeeded", error(nil)
 	defer func() { d.k.tel.stepEnded(span, c.kind, outcome, serr) }()
 
-	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID)})
+	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID), note: note, retried: retried})
 	bctx, endTimeout := withTimeout(bctx, c.timeout)
 	result, berr, panicked := runBody(bctx, c.body)
 	timedOut := endTimeout()
@@ -836,7 +855,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	case berr != nil && ctx.Err() != nil:
 		terminal = &eventlog.StepCancelled{StepID: stepID}
 	case berr != nil:
-		terminal, next = d.outcome(stepID, attempt, c, berr, timedOut)
+		terminal, next = d.outcome(stepID, usedAttempts(c, attempt, retried), c, berr, timedOut)
 	default:
 		terminal = &eventlog.StepSucceeded{StepID: stepID, Result: result}
 	}

@@ -89,9 +89,15 @@
 // an orphan (a safe_to_retry step started but never ended) is gated too:
 // a denied re-run first abandons the orphan's attempt (step.abandoned, so
 // that it lands and is counted like any ended attempt), then ends the
-// step denied. Child calls ([Agent.Call]) are never retried: the child is
-// found by the StepID, so a retry would find the same ended child, and the
-// re-runs of a child step after its dispatch parked are not failures.
+// step denied. Child calls ([Agent.Call]) are retried only under their own
+// [Retry] (not the kernel's WithRetry); each retry starts a new child, as
+// the child's key is hash(parent, StepID, failed attempts) (DESIGN
+// §15½.7), and only failed attempts use up MaxAttempts: the re-run of a
+// child step after its dispatch parked or crashed finds the same child.
+// The key of a first attempt is the one earlier versions derived from
+// (parent, StepID), so their recorded executions find their children
+// again; it differs only for attempts after a failed one, which earlier
+// versions never retried.
 //
 // Retried attempts and resources, in DESIGN's terms: a retried step that
 // affects a resource is counted per attempt. Each attempt's step.started
@@ -174,6 +180,20 @@
 // *[DeniedError], live and on replay. Deciding a step that awaits no
 // decision, or deciding twice, is [ErrNoPendingApproval] and writes
 // nothing.
+//
+// Who decided and why (DESIGN §21½.10): Approve and Reject take [By]
+// (recorded as the decision's By; without it, the OS user running the
+// process, "user:NAME", else the kernel's owner name) and [Note]. A
+// rejection's note and decider are the *DeniedError's Note and By, live
+// and on replay; a grant's note is what [ApprovalNote] returns inside the
+// approved call's body, on its retries and re-runs too. By is a label, not
+// authentication.
+//
+// # Keys
+//
+// An execution started [WithKey] shows its key as Info.Key, and
+// [Kernel.Lookup] finds it by the key without ever creating one
+// (eventlog.ErrNotFound for a key nobody started).
 //
 // A wait for a decision longer than [ParkAfter] parks the dispatch
 // (dispatch.parked{Reason: approval}, no WakeAt) and costs no goroutine. A

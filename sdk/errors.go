@@ -59,7 +59,10 @@ var ErrNestedStep = errors.New("sdk: steps do not nest")
 // DeniedError is the error of a denied call.
 type DeniedError struct {
 	Target string // the tool, step or model that was refused
-	Reason string // the gate's reason
+	Reason string // the gate's reason; for a rejected approval, "approval rejected" and the note
+	// By and Note are a rejected approval's (Kernel.Reject): who decided
+	// and the note they gave, live and on replay; "" for a gate's denial.
+	By, Note string
 }
 
 // Error implements error.

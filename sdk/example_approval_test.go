@@ -31,7 +31,7 @@ func ExampleKernel_Approve() {
 	waiting, _ := k.AwaitedApprovals(ctx, id)
 	for _, a := range waiting {
 		fmt.Printf("%s %s %s: %s\n", a.StepKind, a.Target, a.Args, a.Reason)
-		if err := k.Approve(ctx, id, a.StepID, "ok"); err != nil {
+		if err := k.Approve(ctx, id, a.StepID, sdk.Note("ok")); err != nil {
 			fmt.Println(err)
 		}
 	}

@@ -22,9 +22,15 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// IsReplaying reports whether the handler of ctx is replaying: recorded
-// steps of its lineage (terminal ones, and ones started but never
-// finished) remain that this dispatch has not reached again. Outside a
+// IsReplaying reports whether the handler of ctx is replaying (DESIGN
+// §15½.9): recorded steps of its lineage (terminal ones, and ones started
+// but never finished) remain that this dispatch has not reached again,
+// and no call of the dispatch has gone live yet. Replaying ends at the
+// dispatch's first call that is not answered from the record (a new call,
+// a retry, an unfinished step run again), even when recorded steps remain
+// (a handler whose code changed), and when the handler returns. A fork's
+// override of a step its lineage does not hold is not a recorded step:
+// reaching it neither ends replaying nor counts toward its end. Outside a
 // handler it is false.
 func IsReplaying(ctx context.Context) bool {
 	d, err := dispatchFrom(ctx)
@@ -80,7 +86,7 @@ func (h *replayHandler) WithGroup(name string) slog.Handler {
 func (d *dispatch) replaying() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.nConsumed < d.recorded
+	return !d.wentLive && !d.ended && d.nConsumed < d.recorded
 }
 
 // logCaptures logs the failed captures among payloads at Warn.

@@ -165,18 +165,31 @@ func Timeout(d time.Duration) CallOption {
 }
 
 // policy returns the retry policy of c: its own, else the kernel's; nil
-// for none. A child call (Agent.Call) has none: its child is found by its
-// StepID, so a retry would only find the same ended child again, and the
-// re-runs of a child step whose dispatch parked are not failed attempts
-// and must not use up MaxAttempts.
+// for none. A child call (Agent.Call) has only its own (Retry): a failed
+// child is an agent's whole run, not a transient fault, so the kernel's
+// WithRetry does not re-run it. Its retry starts a new child (childKey
+// counts the failed attempts, DESIGN §15½.7).
 func (d *dispatch) policy(c call) *RetryPolicy {
-	if c.kind == eventlog.StepChild {
-		return nil
-	}
 	if c.retry != nil {
 		return c.retry
 	}
+	if c.kind == eventlog.StepChild {
+		return nil
+	}
 	return d.k.retry
+}
+
+// usedAttempts is how many of c's MaxAttempts attempt n (of a step whose
+// retried failed attempts are retried) has used: n for a tool, local step
+// or LLM call, whose every step.started counts (DESIGN §10); for a child
+// only its failed attempts and this one, since re-running a child step
+// after its dispatch parked, or after a crash, finds the same child again
+// and is no new attempt.
+func usedAttempts(c call, n, retried uint32) uint32 {
+	if c.kind == eventlog.StepChild {
+		return retried + 1
+	}
+	return n
 }
 
 // attemptError is a body's error that says more about the failed attempt:
@@ -243,7 +256,9 @@ func (d *dispatch) nextAttempt(c call, n uint32, berr error) time.Time {
 // safe_to_retry call always runs again (DESIGN §4).
 func (d *dispatch) exhausted(c call, rec replay.Step) bool {
 	p := d.policy(c)
-	return p != nil && int64(rec.Attempts) >= int64(p.MaxAttempts)
+	// A child's unfinished attempt run again finds the same child: it
+	// uses no attempt of its own (usedAttempts).
+	return p != nil && c.kind != eventlog.StepChild && int64(rec.Attempts) >= int64(p.MaxAttempts)
 }
 
 // giveUp records the final failure of a step whose unfinished attempt was

@@ -129,7 +129,7 @@ func testApprovalParkAfterChild(t *testing.T, logA, logB eventlog.IndexedLog) {
 		}
 	}
 
-	if err := kServe.Approve(ctx, waiting[0], pendingStep(t, kServe, waiting[0]).StepID, "ok"); err != nil {
+	if err := kServe.Approve(ctx, waiting[0], pendingStep(t, kServe, waiting[0]).StepID, sdk.Note("ok")); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel = context.WithTimeout(ctx, 10*time.Second)

@@ -120,7 +120,7 @@ func TestApproveWakesServe(t *testing.T) {
 	id, pending := parkedOnPay(t, k)
 	before := kindsOf(t, k, id)
 	woken()
-	if err := k.Approve(ctx, id, pending[0].StepID, "go"); err != nil {
+	if err := k.Approve(ctx, id, pending[0].StepID, Note("go")); err != nil {
 		t.Fatal(err)
 	}
 	if !woken() {
@@ -184,7 +184,7 @@ func TestApproveReportsSettleFailure(t *testing.T) {
 	id, pending := parkedOnPay(t, k)
 	before := kindsOf(t, k, id)
 	store.fail.Store(true)
-	if err := k.Approve(ctx, id, pending[0].StepID, "go"); !errors.Is(err, errAppendRefused) {
+	if err := k.Approve(ctx, id, pending[0].StepID, Note("go")); !errors.Is(err, errAppendRefused) {
 		t.Fatalf("Approve with failing appends = %v, want the append's error", err)
 	}
 	store.fail.Store(false)

@@ -2,7 +2,9 @@ package webui
 
 import (
 	"errors"
+	"net"
 	"net/http"
+	"strings"
 
 	"github.com/forkline/forkline/sdk"
 )
@@ -35,6 +37,23 @@ func (s *server) approvals(w http.ResponseWriter, r *http.Request) {
 	render(w, "approvals", approvalsPage{Title: "forkline · approvals", Pending: list})
 }
 
+// decider is who decides, as the form's by field names them; when it is
+// empty, "web page (HOST)" with the request's remote host, since the page
+// knows nobody's name.
+func decider(r *http.Request) string {
+	if by := strings.TrimSpace(r.FormValue("by")); by != "" {
+		return by
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if host == "" {
+		return "web page"
+	}
+	return "web page (" + host + ")"
+}
+
 // decide records a person's decision on the approval that step (a form
 // value) of execution {id} awaits, as a request the execution's owner
 // records (Kernel.Approve, Kernel.Reject), then sends the browser to the
@@ -51,14 +70,19 @@ func (s *server) decide(approve bool) http.HandlerFunc {
 			badRequest(w, "step: want the StepID of a call of %s that awaits an approval", info.ID)
 			return
 		}
+		opts := []sdk.DecisionOption{sdk.By(decider(r)), sdk.Note(note)}
 		var err error
 		if approve {
-			err = s.k.Approve(r.Context(), info.ID, step, note)
+			err = s.k.Approve(r.Context(), info.ID, step, opts...)
 		} else {
-			err = s.k.Reject(r.Context(), info.ID, step, note)
+			err = s.k.Reject(r.Context(), info.ID, step, opts...)
 		}
 		if errors.Is(err, sdk.ErrNoPendingApproval) {
 			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		if errors.Is(err, sdk.ErrInvalid) {
+			badRequest(w, "%v", err)
 			return
 		}
 		if err != nil {

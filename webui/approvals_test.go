@@ -121,6 +121,7 @@ func TestApprovalsPage(t *testing.T) {
 		{"approve", url.Values{}, nil, 400},
 		{"approve", url.Values{"step": {"nosuchstep"}}, nil, 409},
 		{"reject", url.Values{"step": {step}}, http.Header{"Sec-Fetch-Site": {"cross-site"}}, 403},
+		{"approve", url.Values{"step": {step}, "by": {"a\x00b"}}, nil, 400}, // a name with a control character
 	} {
 		if got := post(c.verb, c.form, c.header); got != c.want {
 			t.Errorf("POST %s %v = %d, want %d", c.verb, c.form, got, c.want)
@@ -129,7 +130,7 @@ func TestApprovalsPage(t *testing.T) {
 	if after := strings.Join(heads(), " "); after != before {
 		t.Fatalf("refused decisions appended: %s, was %s", after, before)
 	}
-	if got := post("approve", url.Values{"step": {step}, "note": {"ok by web"}}, nil); got != 303 {
+	if got := post("approve", url.Values{"step": {step}, "note": {"ok by web"}, "by": {"carol"}}, nil); got != 303 {
 		t.Fatalf("POST approve = %d, want 303", got)
 	}
 	granted := strings.Join(heads(), " ")
@@ -143,8 +144,8 @@ func TestApprovalsPage(t *testing.T) {
 		}
 		last = ev
 	}
-	if g, ok := last.Data.(*eventlog.ApprovalGranted); !ok || g.StepID != step || g.Note != "ok by web" {
-		t.Fatalf("last event %+v, want approval.granted of %s noted %q", last.Data, step, "ok by web")
+	if g, ok := last.Data.(*eventlog.ApprovalGranted); !ok || g.StepID != step || g.Note != "ok by web" || g.By != "carol" {
+		t.Fatalf("last event %+v, want approval.granted of %s by carol noted %q", last.Data, step, "ok by web")
 	}
 	if got := post("reject", url.Values{"step": {step}}, nil); got != 409 {
 		t.Errorf("deciding again = %d, want 409", got)

@@ -110,6 +110,8 @@ var diffTemplate string
 var diffPageTmpl = template.Must(template.New("diff").Funcs(template.FuncMap{
 	"value":   func(v json.RawMessage) string { return clipText(string(v), 160) },
 	"full":    func(v json.RawMessage) string { return clipText(string(v), 4000) },
+	"args":    stepArgsText,
+	"result":  stepResultText,
 	"lines":   diffLines,
 	"outcome": outcomeText,
 	"sign":    changeSign,
@@ -248,4 +250,25 @@ func (s *server) diff(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_, _ = w.Write(buf.Bytes())
+}
+
+// stepArgsText summarises a step's args in a cell as forkline diff does:
+// a tool's or local step's args as key=value pairs (eventlog.ValueText);
+// nothing for an LLM call, whose args are the raw request.
+func stepArgsText(kind eventlog.StepKind, args json.RawMessage) string {
+	if kind == eventlog.StepLLM || len(args) == 0 || string(args) == "null" {
+		return ""
+	}
+	return eventlog.ValueText(args, 80)
+}
+
+// stepResultText summarises a step's result in a cell as forkline diff
+// does: an LLM call's response as the tool calls or the text the model
+// answered with ("call write_file(greet.go)", eventlog.LLMReplyText),
+// never the raw response; any other result as eventlog.ValueText shows it.
+func stepResultText(kind eventlog.StepKind, result json.RawMessage) string {
+	if kind == eventlog.StepLLM {
+		return eventlog.LLMReplyText(result)
+	}
+	return eventlog.ValueText(result, 80)
 }

@@ -29,10 +29,12 @@
 //   - /approvals lists the calls that await a person's decision
 //     (Kernel.Approvals, DESIGN §12), linked from the list; a waiting
 //     execution's page lists its own. Each has an approve and a reject
-//     form: POST /e/{id}/approve or /e/{id}/reject with step=StepID and an
-//     optional note requests the decision (Kernel.Approve, Kernel.Reject)
-//     and redirects to the execution's page; a step that awaits no
-//     decision is 409 and nothing is written.
+//     form: POST /e/{id}/approve or /e/{id}/reject with step=StepID, an
+//     optional by (who decides; without it "web page (HOST)" with the
+//     request's remote host) and an optional note requests the decision
+//     (Kernel.Approve, Kernel.Reject with sdk.By and sdk.Note) and
+//     redirects to the execution's page; a step that awaits no decision is
+//     409, a name sdk.By refuses is 400, and nothing is written.
 //
 // The forms that write (fork, approve, reject) refuse requests that a
 // browser marks as coming from another site (http.CrossOriginProtection).

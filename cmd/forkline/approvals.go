@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os/user"
 	"strings"
 
 	"github.com/forkline/forkline/eventlog"
@@ -11,15 +13,15 @@ import (
 
 // approvalRow is one awaited approval as approvals --json prints it.
 type approvalRow struct {
-	Execution   string `json:"execution"`
-	Agent       string `json:"agent"`
-	Step        string `json:"step"`
-	Kind        string `json:"kind"`
-	Target      string `json:"target"`
-	Args        string `json:"args"`
-	Reason      string `json:"reason"`
-	Seq         uint64 `json:"seq"`
-	RequestedAt string `json:"requested_at"`
+	Execution   string          `json:"execution"`
+	Agent       string          `json:"agent"`
+	Step        string          `json:"step"`
+	Kind        string          `json:"kind"`
+	Target      string          `json:"target"`
+	Args        json.RawMessage `json:"args"` // the call's args as JSON (a JSON string when they are not JSON)
+	Reason      string          `json:"reason"`
+	Seq         uint64          `json:"seq"`
+	RequestedAt string          `json:"requested_at"`
 }
 
 // cmdApprovals lists the calls that await a decision (DESIGN §12).
@@ -37,7 +39,7 @@ func cmdApprovals(e *env, agent string) error {
 		for _, a := range list {
 			rows = append(rows, approvalRow{
 				Execution: a.Execution.String(), Agent: a.Agent, Step: a.StepID, Kind: string(a.StepKind),
-				Target: a.Target, Args: string(a.Args), Reason: a.Reason, Seq: a.RequestedAt, RequestedAt: timeText(a.Time),
+				Target: a.Target, Args: argsJSON(a.Args), Reason: a.Reason, Seq: a.RequestedAt, RequestedAt: timeText(a.Time),
 			})
 		}
 		if e.opts.json {
@@ -51,8 +53,10 @@ func cmdApprovals(e *env, agent string) error {
 		fmt.Fprintln(tw, "EXECUTION\tSTEP\tTARGET\tREASON\tREQUESTED AT")
 		for _, r := range rows {
 			target := r.Kind + " " + r.Target
-			if r.Args != "" {
-				target += " " + clip(oneLine(r.Args), 40)
+			if len(r.Args) > 0 {
+				// In full, as JSON (compact: it holds no raw newline), not
+				// quoted: a person decides on what the call does.
+				target += " " + string(r.Args)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (seq %d)\n", r.Execution, r.Step, target, clip(oneLine(r.Reason), 60), r.RequestedAt, r.Seq)
 		}
@@ -60,14 +64,32 @@ func cmdApprovals(e *env, agent string) error {
 	})
 }
 
+// argsJSON is a call's recorded args as they print: the JSON itself, or
+// for bytes that are not JSON, a JSON string of them.
+func argsJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}
+
 // cmdDecide grants (approve) or refuses (reject) the approval that a step
-// of an execution awaits. The step may be given by a unique prefix of its
-// ID among the execution's awaited approvals.
-func cmdDecide(e *env, approve bool, prefix, step, note string) error {
+// of an execution awaits, as decided by by (default: the OS user, as
+// osUser finds them) with note. The step may be given by a unique prefix
+// of its ID among the execution's awaited approvals.
+func cmdDecide(e *env, approve bool, prefix, step, by, note string) error {
 	verb := "reject"
 	if approve {
 		verb = "approve"
 	}
+	if by == "" {
+		by = osUser()
+	}
+	opts := []sdk.DecisionOption{sdk.By(by), sdk.Note(note)}
 	return withLog(e, func(s logStore) error {
 		info, err := resolve(e, s, prefix)
 		if err != nil {
@@ -82,11 +104,11 @@ func cmdDecide(e *env, approve bool, prefix, step, note string) error {
 			return err
 		}
 		if approve {
-			err = k.Approve(e.ctx, info.ID, stepID, note)
+			err = k.Approve(e.ctx, info.ID, stepID, opts...)
 		} else {
-			err = k.Reject(e.ctx, info.ID, stepID, note)
+			err = k.Reject(e.ctx, info.ID, stepID, opts...)
 		}
-		if errors.Is(err, sdk.ErrNoPendingApproval) {
+		if errors.Is(err, sdk.ErrNoPendingApproval) || errors.Is(err, sdk.ErrInvalid) {
 			return &inputError{err}
 		}
 		if err != nil {
@@ -103,15 +125,25 @@ func cmdDecide(e *env, approve bool, prefix, step, note string) error {
 		recorded := after.Head > info.Head
 		if e.opts.json {
 			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "step": stepID,
-				"decision": decided, "recorded": recorded, "status": after.Status.String()})
+				"decision": decided, "by": by, "note": note, "recorded": recorded, "status": after.Status.String()})
 		}
 		if recorded {
-			fmt.Fprintf(e.stdout, "%s: step %s %s (recorded at seq %d)\n", info.ID, stepID, decided, after.Head)
+			fmt.Fprintf(e.stdout, "%s: step %s %s by %s (recorded at seq %d)\n", info.ID, stepID, decided, by, after.Head)
 		} else {
-			fmt.Fprintf(e.stdout, "%s: step %s %s; its owner records it\n", info.ID, stepID, decided)
+			fmt.Fprintf(e.stdout, "%s: step %s %s by %s; its owner records it\n", info.ID, stepID, decided, by)
 		}
 		return nil
 	})
+}
+
+// osUser is the name of the OS user running forkline: the decider of
+// approve and reject without --by; "unknown user" when the system cannot
+// say.
+func osUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown user"
 }
 
 // resolveStep returns the StepID of execution id's awaited approval whose

@@ -94,19 +94,19 @@ func checkApprovalCommands(t *testing.T, base []string, ids [2]eventlog.ID, reop
 		t.Fatalf("approvals lists %d, want 2:\n%s", len(listed.Approvals), stdout)
 	}
 	step := listed.Approvals[0].Step
-	want := approvalRow{Execution: ids[0].String(), Agent: "payer", Step: step, Kind: "tool", Target: "pay", Args: "3",
+	want := approvalRow{Execution: ids[0].String(), Agent: "payer", Step: step, Kind: "tool", Target: "pay", Args: json.RawMessage("3"),
 		Reason: "payments need a person", Seq: 3, RequestedAt: timeText(baseTime)}
 	if diff := cmp.Diff(want, listed.Approvals[0]); diff != "" {
 		t.Fatalf("approvals --json (-want +got):\n%s", diff)
 	}
-	if second := listed.Approvals[1]; second.Execution != ids[1].String() || second.Args != "7" || second.Step == step {
+	if second := listed.Approvals[1]; second.Execution != ids[1].String() || string(second.Args) != "7" || second.Step == step {
 		t.Fatalf("second approval %+v", second)
 	}
 
 	// A unique prefix of the step will do; no owner runs it, so the
 	// command records the decision itself.
-	stdout, stderr, code = cli("approve", ids[0].String(), step[:6], "--note", "ok by me")
-	if code != 0 || !strings.Contains(stdout, "step "+step+" approved (recorded at seq 5)") {
+	stdout, stderr, code = cli("approve", ids[0].String(), step[:6], "--note", "ok by me", "--by", "alice")
+	if code != 0 || !strings.Contains(stdout, "step "+step+" approved by alice (recorded at seq 5)") {
 		t.Fatalf("approve: exit %d: %s%s", code, stdout, stderr)
 	}
 	// Deciding twice, an unknown step, or another execution's step: exit
@@ -137,8 +137,13 @@ func checkApprovalCommands(t *testing.T, base []string, ids [2]eventlog.ID, reop
 			t.Errorf("rejected execution (-want +got):\n%s", diff)
 		}
 		evs, _ := collectEvents(log, ids[1])
-		if r := evs[4].Data.(*eventlog.ApprovalRejected); r.Note != "too much" || r.StepID != listed.Approvals[1].Step {
-			t.Errorf("approval.rejected %+v", r)
+		// Without --by the decider is the OS user.
+		if r := evs[4].Data.(*eventlog.ApprovalRejected); r.Note != "too much" || r.StepID != listed.Approvals[1].Step || r.By != osUser() {
+			t.Errorf("approval.rejected %+v, want By %q", r, osUser())
+		}
+		evs, _ = collectEvents(log, ids[0])
+		if g := evs[4].Data.(*eventlog.ApprovalGranted); g.Note != "ok by me" || g.By != "alice" {
+			t.Errorf("approval.granted %+v", g)
 		}
 		for _, id := range ids {
 			info, err := log.Info(context.Background(), id)

@@ -44,9 +44,12 @@
 // # Commands
 //
 //	demo [--task TEXT]          run, fork three times, compare, diff
-//	ls                          executions: agent, events, status, parent;
-//	                            the status is the store's (pending, running,
-//	                            waiting, completed, failed, cancelled)
+//	ls [--key K]                executions: agent, start key, events,
+//	                            status, parent; the status is the store's
+//	                            (pending, running, waiting, completed,
+//	                            failed, cancelled); --key K lists the one
+//	                            started with K (the store's key index; a
+//	                            lookup never creates)
 //	tree                        the fork lineage of every execution
 //	events <id>                 the lineage's events, one line each
 //	coverage <id> [seq]         every event with its coverage and what a fork
@@ -57,12 +60,15 @@
 //	run <id>                    run an execution of the coder agent, such as a fork
 //	timeline <id> --html FILE   a self-contained HTML page with an SVG picture
 //	approvals [--agent A]       the calls that await an approval (DESIGN §12):
-//	                            execution, step, target and args, reason,
-//	                            requested at
-//	approve <id> <step> [--note N]
-//	reject <id> <step> [--note N]
+//	                            execution, step, target and its args as
+//	                            JSON in full, reason, requested at
+//	approve <id> <step> [--by NAME] [--note N]
+//	reject <id> <step> [--by NAME] [--note N]
 //	                            decide one (a unique prefix of the step id
-//	                            will do): a request its running owner records
+//	                            will do) as NAME (default: the OS user
+//	                            running forkline), with note N (a rejection's
+//	                            note reaches the call's ErrDenied, a grant's
+//	                            sdk.ApprovalNote): a request its running owner records
 //	                            within 100 ms, or, with no owner running, the
 //	                            command records itself; a step that awaits no
 //	                            decision (never asked, decided already) is bad
@@ -96,9 +102,11 @@
 // resource's "difference" for diff, the demo's report (its run, its forks
 // and what differed; the edited fork adds "edit" {"step_id", "from", "to"}
 // and "diff", the diff of parent and fork as diff --json gives it) for demo, {"approvals": […]} for approvals, and
-// {"execution", "step", "decision", "recorded", "status"} for approve and
-// reject. Recorded values that are JSON stay JSON; other text is a string;
-// other bytes are {"base64": …}.
+// {"execution", "step", "decision", "by", "note", "recorded", "status"}
+// for approve and reject. Recorded values that are JSON stay JSON; other
+// text is a string; other bytes are {"base64": …}. In events --json an LLM
+// step's recorded response shows its body as JSON when it is JSON (Go's
+// base64 of bytes only for a body that is not).
 //
 // A scan of a lineage shows a progress line on stderr every 10,000 events
 // when stderr is a terminal, or always with --progress.

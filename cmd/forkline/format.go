@@ -51,3 +51,50 @@ func shortRef(ref string) string { return eventlog.ShortRef(ref) }
 
 // llmBody returns the HTTP body of a recorded LLM response, for show.
 func llmBody(result []byte) (json.RawMessage, bool) { return eventlog.LLMResponseBody(result) }
+
+// eventData is an event's payload fields for events --json. An LLM step's
+// recorded response shows its body as the JSON it is, not as the base64
+// that Go gives bytes; a body that is not JSON stays base64.
+func eventData(ev eventlog.Event, steps stepIndex) eventlog.Fields {
+	f := eventlog.PayloadFields(ev.Data)
+	p, ok := ev.Data.(*eventlog.StepSucceeded)
+	if !ok {
+		return f
+	}
+	if st := steps[p.StepID]; st == nil || st.StepKind != eventlog.StepLLM {
+		return f
+	}
+	r, ok := readableLLMResult(p.Result)
+	if !ok {
+		return f
+	}
+	for i := range f {
+		if f[i].Name == "result" {
+			f[i].Value = r
+		}
+	}
+	return f
+}
+
+// readableLLMResult is a recorded LLM response (sdk.Transport's result:
+// status, header, body) with its body as JSON; false when it is not one
+// or its body is not JSON.
+func readableLLMResult(result []byte) (json.RawMessage, bool) {
+	var r struct {
+		Status int             `json:"status"`
+		Header json.RawMessage `json:"header,omitempty"`
+		Body   []byte          `json:"body,omitempty"`
+	}
+	if json.Unmarshal(result, &r) != nil || r.Status == 0 || len(r.Body) == 0 || !json.Valid(r.Body) {
+		return nil, false
+	}
+	out, err := json.Marshal(struct {
+		Status int             `json:"status"`
+		Header json.RawMessage `json:"header,omitempty"`
+		Body   json.RawMessage `json:"body"`
+	}{r.Status, r.Header, eventlog.JSONValue(r.Body)})
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -21,6 +22,7 @@ type listing struct {
 	Parent   string     `json:"parent,omitempty"`
 	ForkSeq  uint64     `json:"fork_seq,omitempty"`
 	Caller   string     `json:"caller,omitempty"` // the parent of a child execution
+	Key      string     `json:"key,omitempty"`    // the start key (sdk.WithKey)
 	Head     uint64     `json:"head"`
 	Status   string     `json:"status"`
 	Created  time.Time  `json:"created"`
@@ -48,7 +50,7 @@ func listSome(e *env, log eventlog.Log, f eventlog.Filter) ([]*listing, error) {
 		// The store keeps each execution's status (DESIGN §9): listing
 		// folds no lineage.
 		l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq,
-			Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), info: info}
+			Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key, info: info}
 		if !info.Parent.IsZero() {
 			l.Parent = info.Parent.String()
 		}
@@ -58,6 +60,36 @@ func listSome(e *env, log eventlog.Log, f eventlog.Filter) ([]*listing, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// listKey describes the execution started with key when f selects it;
+// none when no execution has the key. A log that cannot look keys up is
+// an input error.
+func listKey(e *env, log eventlog.Log, f eventlog.Filter, key string) ([]*listing, error) {
+	kl, ok := log.(eventlog.KeyLookup)
+	if !ok {
+		return nil, inputErrorf("ls --key: this log cannot look keys up")
+	}
+	id, err := kl.LookupKey(e.ctx, key)
+	if errors.Is(err, eventlog.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := log.Info(e.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !f.Match(info) {
+		return nil, nil
+	}
+	l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq, Head: info.Head,
+		Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key, info: info}
+	if !info.Caller.IsZero() {
+		l.Caller = info.Caller.String()
+	}
+	return []*listing{l}, nil
 }
 
 // writeJSON writes v as the command's one JSON document.
@@ -90,13 +122,20 @@ func parseFilter(cmd, statuses, agent string) (eventlog.Filter, error) {
 	return f, nil
 }
 
-func cmdLs(e *env, statuses, agent string) error {
+// cmdLs lists the executions the flags select; with key, only the one
+// started with that key (found by the store's key index, never created).
+func cmdLs(e *env, statuses, agent, key string) error {
 	f, err := parseFilter("ls", statuses, agent)
 	if err != nil {
 		return err
 	}
 	return withReadLog(e, func(s eventlog.IndexedLog) error {
-		all, err := listSome(e, s, f)
+		var all []*listing
+		if key != "" {
+			all, err = listKey(e, s, f, key)
+		} else {
+			all, err = listSome(e, s, f)
+		}
 		if err != nil {
 			return err
 		}
@@ -107,7 +146,7 @@ func cmdLs(e *env, statuses, agent string) error {
 			return writeJSON(e.stdout, map[string]any{"executions": all})
 		}
 		if len(all) == 0 {
-			if statuses != "" || agent != "" {
+			if statuses != "" || agent != "" || key != "" {
 				fmt.Fprintf(e.stdout, "no executions in %s match\n", e.opts.where())
 				return nil
 			}
@@ -115,13 +154,17 @@ func cmdLs(e *env, statuses, agent string) error {
 			return nil
 		}
 		tw := newTable(e.stdout)
-		fmt.Fprintln(tw, "ID\tAGENT\tEVENTS\tSTATUS\tFORK OF\tCREATED")
+		fmt.Fprintln(tw, "ID\tAGENT\tKEY\tEVENTS\tSTATUS\tFORK OF\tCREATED")
 		for _, l := range all {
 			parent := "-"
 			if l.Parent != "" {
 				parent = fmt.Sprintf("%s@%d", l.Parent, l.ForkSeq)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Agent, l.Head, l.Status, parent, timeText(l.Created))
+			key := "-"
+			if l.Key != "" {
+				key = clip(oneLine(l.Key), 40)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, l.Status, parent, timeText(l.Created))
 		}
 		return tw.Flush()
 	})
@@ -270,7 +313,7 @@ func cmdEvents(e *env, idArg string) error {
 			out := make([]eventJSON, 0, len(l.events))
 			for _, ev := range l.events {
 				out = append(out, eventJSON{Seq: ev.Seq, Time: ev.Time.UTC(), Kind: ev.Kind().String(),
-					Detail: detail(ev, l.steps), Data: eventlog.PayloadFields(ev.Data)})
+					Detail: detail(ev, l.steps), Data: eventData(ev, l.steps)})
 			}
 			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "events": out})
 		}

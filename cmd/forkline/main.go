@@ -35,20 +35,23 @@ Commands:
   demo [--task TEXT]        run the coder agent, fork it at a covered and an
                             uncovered event and at an edited LLM reply, run
                             the forks, compare workspaces, diff the third
-  ls [--status S,…] [--agent A]
+  ls [--status S,…] [--agent A] [--key K]
                             list executions (statuses: pending, running,
-                            waiting, completed, failed, cancelled)
+                            waiting, completed, failed, cancelled), with
+                            their start keys; --key: the one started with K
   tree                      the fork lineage of every execution, and the
                             children each started (marked child, ─▸)
   cancel <id> [--reason R]  cancel an execution: at once when nobody runs it,
                             else by its owner within 100 ms
   approvals [--agent A]     the calls that await an approval: execution,
                             step, target, reason, requested at
-  approve <id> <step> [--note N]
+  approve <id> <step> [--by NAME] [--note N]
                             grant the approval a step awaits (a step id
-                            prefix will do): the call runs
-  reject <id> <step> [--note N]
-                            refuse it: the call returns ErrDenied
+                            prefix will do): the call runs; recorded as
+                            decided by NAME (default: the OS user)
+  reject <id> <step> [--by NAME] [--note N]
+                            refuse it: the call returns ErrDenied with the
+                            note
   delete <id>               delete an execution; its forks keep reading the
                             part of it they inherited
   gc --older-than D [--status S,…] [--grace G] [--dry-run]
@@ -157,8 +160,8 @@ func commands() []*command {
 	var demoTask string
 	var htmlFile, diffHTML string
 	serveAddr := defaultAddr
-	var lsStatus, lsAgent, cancelReason, checkAgent string
-	var approvalsAgent, approveNote, rejectNote string
+	var lsStatus, lsAgent, lsKey, cancelReason, checkAgent string
+	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
 	var gcStatus, gcOlder string
 	var gcDry bool
 	var gcGrace time.Duration
@@ -171,8 +174,9 @@ func commands() []*command {
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&lsStatus, "status", "", "only these statuses, separated by commas")
 				fs.StringVar(&lsAgent, "agent", "", "only this agent's executions")
+				fs.StringVar(&lsKey, "key", "", "only the execution started with this key")
 			},
-			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent) }},
+			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey) }},
 		{name: "tree", short: "the fork lineage of every execution", run: func(e *env, _ []string) error { return cmdTree(e) }},
 		{name: "events", args: "<id>", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdEvents(e, pos[0]) }},
@@ -197,11 +201,17 @@ func commands() []*command {
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&approvalsAgent, "agent", "", "only this agent's executions") },
 			run:   func(e *env, _ []string) error { return cmdApprovals(e, approvalsAgent) }},
 		{name: "approve", args: "<id> <step>", short: "grant the approval a step awaits", minPos: 2, maxPos: 2,
-			flags: func(fs *flag.FlagSet) { fs.StringVar(&approveNote, "note", "", "the note recorded with the decision") },
-			run:   func(e *env, pos []string) error { return cmdDecide(e, true, pos[0], pos[1], approveNote) }},
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&approveNote, "note", "", "the note recorded with the decision")
+				fs.StringVar(&approveBy, "by", "", "who decides (default: the OS user)")
+			},
+			run: func(e *env, pos []string) error { return cmdDecide(e, true, pos[0], pos[1], approveBy, approveNote) }},
 		{name: "reject", args: "<id> <step>", short: "refuse the approval a step awaits", minPos: 2, maxPos: 2,
-			flags: func(fs *flag.FlagSet) { fs.StringVar(&rejectNote, "note", "", "the note recorded with the decision") },
-			run:   func(e *env, pos []string) error { return cmdDecide(e, false, pos[0], pos[1], rejectNote) }},
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&rejectNote, "note", "", "the note recorded with the decision")
+				fs.StringVar(&rejectBy, "by", "", "who decides (default: the OS user)")
+			},
+			run: func(e *env, pos []string) error { return cmdDecide(e, false, pos[0], pos[1], rejectBy, rejectNote) }},
 		{name: "delete", args: "<id>", short: "delete an execution (its forks keep what they read)", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdDelete(e, pos[0]) }},
 		{name: "gc", short: "delete ended executions older than an age",

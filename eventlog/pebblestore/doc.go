@@ -106,6 +106,12 @@
 // events cannot be read gets no record, and reading it reports a
 // corruption. A build that reads only format 1 refuses a format 2 store.
 //
+// An execution header written since Info had Key carries the optional
+// field key (the execution.created Key); headers without it read as before,
+// with an empty Info.Key (the key index still finds such an execution, by
+// LookupKey). A build older than the field refuses such a header as
+// corrupt, as it refuses any unknown field.
+//
 // A checkpoint index value of a resource a fork.diverged marked (DESIGN
 // §12) carries the optional field diverged; values without it read as
 // before. A build older than fork.diverged refuses such a value as

@@ -244,7 +244,7 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	}
 	o := eventlog.NewCreateOptions(opts)
 	id := eventlog.NewID()
-	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller})
+	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, Key: created.Key})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
 	}
@@ -514,9 +514,34 @@ func (e *execution) infoLocked() eventlog.Info {
 		ID: e.id, Agent: e.hdr.Agent, Parent: e.hdr.Parent, ForkSeq: e.hdr.At,
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
-		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals),
+		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key,
 		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at,
 	}
+}
+
+// LookupKey implements eventlog.KeyLookup: it reads the key's index entry
+// and never creates.
+func (s *Store) LookupKey(ctx context.Context, key string) (eventlog.ID, error) {
+	if key == "" {
+		return eventlog.ID{}, fmt.Errorf("%w: lookup of an empty key", eventlog.ErrInvalid)
+	}
+	if err := s.enter(ctx); err != nil {
+		return eventlog.ID{}, err
+	}
+	defer s.leave()
+	v, closer, err := s.db.Get(idemKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return eventlog.ID{}, fmt.Errorf("%w: no execution has key %q", eventlog.ErrNotFound, key)
+	}
+	if err != nil {
+		return eventlog.ID{}, fmt.Errorf("pebblestore: read key %q: %w", key, err)
+	}
+	defer closer.Close()
+	if len(v) != len(eventlog.ID{}) {
+		return eventlog.ID{}, &eventlog.CorruptionError{What: "idempotency key " + strconv.Quote(key),
+			Err: fmt.Errorf("value of %d bytes", len(v))}
+	}
+	return eventlog.ID(v), nil
 }
 
 // List implements eventlog.Log. It reads headers in ID order from

@@ -25,6 +25,7 @@ type header struct {
 	At      uint64      `msgpack:"at,omitempty"`
 	Created int64       `msgpack:"created"`          // Unix nanoseconds
 	Caller  eventlog.ID `msgpack:"caller,omitempty"` // store format 2: the parent of a child
+	Key     string      `msgpack:"key,omitempty"`    // the start key (execution.created Key); "" in older headers
 }
 
 // indexValue is an eventlog.ResourceState without the key and seq, which

@@ -49,6 +49,7 @@ type row struct {
 	lease     eventlog.LeaseState
 	inboxLast uint64
 	retry     retryNote
+	key       string // idem_key: the start key, "" for none
 }
 
 // retryNote is the backoff a Serve loop noted (eventlog.RetryKeeper).
@@ -59,7 +60,7 @@ type retryNote struct {
 
 const rowCols = `id, agent, parent, fork_seq, caller, created_ns, head, status, updated_ns, wake_ns, deadline_ns,
 	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last,
-	last_error, retry_ns`
+	last_error, retry_ns, coalesce(idem_key, '')`
 
 // scanRow reads one row of rowCols (and then extra) from r.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
@@ -69,12 +70,12 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		epoch, expires, inboxLast, retryAt              int64
 		status                                          int16
 		dispatched, parked, released                    bool
-		agent, owner, lastError                         string
+		agent, owner, lastError, key                    string
 		approvals                                       []string
 	)
 	dest := append([]any{&id, &agent, &parent, &forkSeq, &caller, &created, &head, &status, &updated, &wake, &deadline,
 		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast,
-		&lastError, &retryAt}, extra...)
+		&lastError, &retryAt, &key}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -110,7 +111,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		out.status.Approvals = nil
 	}
 	out.lease = eventlog.LeaseState{Epoch: uint64(epoch), Owner: owner, Expires: fromNanos(expires), Released: released}
-	out.inboxLast = uint64(inboxLast)
+	out.inboxLast, out.key = uint64(inboxLast), key
 	if lastError != "" {
 		out.retry = retryNote{lastError: lastError, at: fromNanos(retryAt)}
 	}
@@ -126,7 +127,7 @@ func (r *row) info() eventlog.Info {
 	return eventlog.Info{
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
-		Deadline: st.Deadline, Caller: r.hdr.Caller, Approvals: st.Approvals,
+		Deadline: st.Deadline, Caller: r.hdr.Caller, Approvals: st.Approvals, Key: r.key,
 		LastError: r.retry.lastError, RetryAt: r.retry.at,
 	}
 }

@@ -98,6 +98,30 @@ func (s *Store) keyed(ctx context.Context, created *eventlog.ExecutionCreated) (
 	return id, nil
 }
 
+// LookupKey implements eventlog.KeyLookup: it reads the key's row and
+// never creates.
+func (s *Store) LookupKey(ctx context.Context, key string) (eventlog.ID, error) {
+	if key == "" {
+		return eventlog.ID{}, fmt.Errorf("%w: lookup of an empty key", eventlog.ErrInvalid)
+	}
+	if err := s.enter(ctx); err != nil {
+		return eventlog.ID{}, err
+	}
+	defer s.leave()
+	var b []byte
+	err := s.pool.QueryRow(ctx, `SELECT id FROM `+s.q.executions+` WHERE idem_key = $1`, key).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return eventlog.ID{}, fmt.Errorf("%w: no execution has key %q", eventlog.ErrNotFound, key)
+	}
+	if err != nil {
+		return eventlog.ID{}, s.wrap(err, "read key %q", key)
+	}
+	if len(b) != len(eventlog.ID{}) {
+		return eventlog.ID{}, &eventlog.CorruptionError{What: "idempotency key " + strconv.Quote(key), Err: fmt.Errorf("id of %d bytes", len(b))}
+	}
+	return eventlog.ID(b), nil
+}
+
 // Head implements eventlog.Log.
 func (s *Store) Head(ctx context.Context, id eventlog.ID) (uint64, error) {
 	info, err := s.Info(ctx, id)

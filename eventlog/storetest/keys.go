@@ -21,6 +21,7 @@ func TestCreateKeys(t *testing.T, open func(t *testing.T) eventlog.Log) {
 	t.Run("Racing", func(t *testing.T) { testKeyRacing(t, open(t)) })
 	t.Run("RacingDifferentInputs", func(t *testing.T) { testKeyRacingInputs(t, open(t)) })
 	t.Run("EmptyKey", func(t *testing.T) { testEmptyKey(t, open(t)) })
+	t.Run("LookupAndInfo", func(t *testing.T) { testKeyLookup(t, open(t)) })
 }
 
 func keyed(agent, input, key string) *eventlog.ExecutionCreated {
@@ -175,5 +176,49 @@ func testEmptyKey(t *testing.T, s eventlog.Log) {
 	}
 	if infos := listAll(t, s, eventlog.Filter{}); len(infos) != 3 {
 		t.Fatalf("List after 3 Creates with no key: %d executions", len(infos))
+	}
+}
+
+// testKeyLookup: Info and List show an execution's start key; a store
+// that implements eventlog.KeyLookup finds it by the key, and a lookup of
+// a key nobody has is ErrNotFound and creates nothing.
+func testKeyLookup(t *testing.T, s eventlog.Log) {
+	ctx := t.Context()
+	id, err := s.Create(ctx, keyed("a", `{"n":1}`, "order-9"), keyT0)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	plain, err := s.Create(ctx, keyed("a", `{"n":2}`, ""), keyT0)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if info, err := s.Info(ctx, id); err != nil || info.Key != "order-9" {
+		t.Fatalf("Info of a keyed execution: Key %q, %v; want order-9", info.Key, err)
+	}
+	if info, err := s.Info(ctx, plain); err != nil || info.Key != "" {
+		t.Fatalf("Info of an execution without a key: Key %q, %v", info.Key, err)
+	}
+	keys := map[eventlog.ID]string{}
+	for _, info := range listAll(t, s, eventlog.Filter{}) {
+		keys[info.ID] = info.Key
+	}
+	if diff := diff(map[eventlog.ID]string{id: "order-9", plain: ""}, keys); diff != "" {
+		t.Fatalf("keys in List (-want +got):\n%s", diff)
+	}
+	kl, ok := s.(eventlog.KeyLookup)
+	if !ok {
+		t.Skip("the store does not implement eventlog.KeyLookup")
+	}
+	if got, err := kl.LookupKey(ctx, "order-9"); err != nil || got != id {
+		t.Fatalf("LookupKey(order-9) = %s, %v; want %s", got, err, id)
+	}
+	if _, err := kl.LookupKey(ctx, "order-10"); !errors.Is(err, eventlog.ErrNotFound) {
+		t.Fatalf("LookupKey of a key nobody has = %v, want ErrNotFound", err)
+	}
+	if _, err := kl.LookupKey(ctx, ""); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("LookupKey of an empty key = %v, want ErrInvalid", err)
+	}
+	if n := len(listAll(t, s, eventlog.Filter{})); n != 2 {
+		t.Fatalf("%d executions after the lookups, want 2: a lookup never creates", n)
 	}
 }
