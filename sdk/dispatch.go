@@ -40,7 +40,7 @@ type dispatch struct {
 	dead    error               // an append failed: the dispatch stops
 	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
 	ended   bool                // the handler returned: calls are refused
-	lease   eventlog.Lease      // the lease the dispatch runs under; zero without a Leaser
+	lease   eventlog.Lease      // the lease the dispatch runs under; without a Leaser, only ID and Owner
 	expired bool                // the deadline stopped the handler
 	parked  eventlog.ParkReason // the dispatch parks (DESIGN §10): calls return ErrWaiting
 	wakeAt  time.Time           // when the parked dispatch is to run again (the earliest wait); zero if none
@@ -152,8 +152,8 @@ func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
 // (DESIGN §12). A decision that decides nothing is removed without an
 // event.
 func (d *dispatch) takeRequestsLocked() error {
-	inbox, ok := d.k.log.(eventlog.Inbox)
-	if !ok || d.dead != nil {
+	var inbox eventlog.Inbox
+	if !eventlog.As(d.k.log, &inbox) || d.dead != nil {
 		return nil
 	}
 	reqs, err := inbox.Requests(d.ctx, d.id)
@@ -207,7 +207,12 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 	var err error
 	switch {
 	case len(ns) > 0:
-		_, err = d.k.log.(eventlog.Inbox).Take(d.ctx, d.id, head, ns, events...)
+		var inbox eventlog.Inbox
+		if !eventlog.As(d.k.log, &inbox) {
+			err = fmt.Errorf("%w: the log keeps no inbox (eventlog.Inbox)", ErrInvalid)
+			break
+		}
+		_, err = inbox.Take(d.ctx, d.id, head, ns, events...)
 	case lazy:
 		_, err = d.k.log.AppendUnsynced(d.ctx, d.id, head, events...)
 	default:
@@ -425,7 +430,8 @@ const requestPoll = 40 * time.Millisecond
 // the handler when one of them cancels the execution. It returns the
 // function that ends the watch.
 func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
-	if _, ok := d.k.log.(eventlog.Inbox); !ok {
+	var inbox eventlog.Inbox
+	if !eventlog.As(d.k.log, &inbox) {
 		return func() {}
 	}
 	done := make(chan struct{})

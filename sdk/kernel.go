@@ -330,21 +330,24 @@ func (k *Kernel) logEnd(d *dispatch, err error) {
 }
 
 // own makes this kernel the owner of id for one Run: through the store's
-// eventlog.Leaser when the log has one (so that every kernel on the store
-// agrees), else in this kernel alone. The returned context carries the
+// eventlog.Leaser when the log (or a log it wraps, eventlog.As) has one, so
+// that every kernel on the store agrees, else in this kernel alone. Either
+// way the lease names k.owner, which dispatch.started records. The returned context carries the
 // lease's epoch, so every append of the dispatch is fenced, and is
 // cancelled, with a cause wrapping eventlog.ErrLeaseLost, if a renewal
 // finds the lease taken over. release ends the ownership.
 func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, eventlog.Lease, func(), error) {
-	leaser, ok := k.log.(eventlog.Leaser)
-	if !ok {
+	var leaser eventlog.Leaser
+	if !eventlog.As(k.log, &leaser) {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		if k.mu.running[id] {
 			return nil, eventlog.Lease{}, nil, fmt.Errorf("%w: %s", ErrBusy, id)
 		}
 		k.mu.running[id] = true
-		return ctx, eventlog.Lease{}, func() {
+		// No store lease, no epoch; the owner is still this kernel's name,
+		// which dispatch.started records (DESIGN §15½.2).
+		return ctx, eventlog.Lease{ID: id, Owner: k.owner}, func() {
 			k.mu.Lock()
 			delete(k.mu.running, id)
 			k.mu.Unlock()

@@ -118,7 +118,8 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 			}
 		}()
 	}
-	claimer, _ := k.log.(eventlog.Claimer)
+	var claimer eventlog.Claimer
+	eventlog.As(k.log, &claimer)
 	var out outage
 	for {
 		var err error
@@ -215,8 +216,8 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, mu *sync.Mute
 			return ctx.Err()
 		}
 		start(id, func() error {
-			leaser, ok := k.log.(eventlog.Leaser)
-			if !ok {
+			var leaser eventlog.Leaser
+			if !eventlog.As(k.log, &leaser) {
 				_, err := k.Run(ctx, id)
 				return err
 			}
@@ -324,8 +325,10 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	if err != nil {
 		return nil, err
 	}
-	leaser, _ := k.log.(eventlog.Leaser)
-	inbox, _ := k.log.(eventlog.Inbox)
+	var leaser eventlog.Leaser
+	eventlog.As(k.log, &leaser)
+	var inbox eventlog.Inbox
+	eventlog.As(k.log, &inbox)
 	now := k.now()
 	var out []eventlog.ID
 	for _, info := range infos {
