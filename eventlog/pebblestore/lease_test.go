@@ -3,9 +3,10 @@ package pebblestore_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
-
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/eventlog/storetest"
 )
 
@@ -51,5 +52,51 @@ func TestNoAppendAfterEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		appendAll(t, s, f, dispatch(2))
+	}
+}
+
+// TestEpochsRiseAcrossReopen: DESIGN §15½.5 — a claim after the folder was
+// closed and reopened (cleanly, or after a claim that no append followed)
+// gets an epoch greater than every claim before, and an append fenced with
+// an epoch of before the reopen is refused once a new claim was made.
+func TestEpochsRiseAcrossReopen(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s, err := pebblestore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := create(t, s, "a")
+	first, err := s.Claim(ctx, id, "A", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(eventlog.WithEpoch(ctx, first.Epoch), id, 1, dispatch(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Claim(ctx, id, "A", time.Minute) // no append follows it
+	if err != nil || second.Epoch <= first.Epoch {
+		t.Fatalf("second claim = %+v, %v; want an epoch above %d", second, err, first.Epoch)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openDir(t, dir)
+	third, err := s.Claim(ctx, id, "A", time.Minute)
+	if err != nil {
+		t.Fatalf("claim after reopen: %v", err)
+	}
+	if third.Epoch <= second.Epoch {
+		t.Fatalf("claim after reopen has epoch %d, the claim before the reopen had %d; epochs must rise across reopens", third.Epoch, second.Epoch)
+	}
+	if _, err := s.Append(eventlog.WithEpoch(ctx, second.Epoch), id, 2, dispatch(2)); !errors.Is(err, eventlog.ErrLeaseLost) {
+		t.Fatalf("append under the epoch of before the reopen = %v, want ErrLeaseLost", err)
+	}
+	if _, err := s.Append(eventlog.WithEpoch(ctx, third.Epoch), id, 2, dispatch(2)); err != nil {
+		t.Fatalf("append under the new epoch: %v", err)
 	}
 }
