@@ -56,47 +56,64 @@ func TestNoAppendAfterEnd(t *testing.T) {
 }
 
 // TestEpochsRiseAcrossReopen: DESIGN §15½.5 — a claim after the folder was
-// closed and reopened (cleanly, or after a claim that no append followed)
-// gets an epoch greater than every claim before, and an append fenced with
-// an epoch of before the reopen is refused once a new claim was made.
+// closed and reopened gets an epoch greater than every claim before, both
+// when an append under the last claim rewrote the execution's record and
+// when no append followed the last claim; and an append fenced with an
+// epoch of before the reopen is refused once a new claim was made.
 func TestEpochsRiseAcrossReopen(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
+	reopen := func(s *pebblestore.Store) *pebblestore.Store {
+		t.Helper()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := pebblestore.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
 	s, err := pebblestore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = s.Close() })
 	id := create(t, s, "a")
-	first, err := s.Claim(ctx, id, "A", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Append(eventlog.WithEpoch(ctx, first.Epoch), id, 1, dispatch(1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, first); err != nil {
-		t.Fatal(err)
-	}
-	second, err := s.Claim(ctx, id, "A", time.Minute) // no append follows it
-	if err != nil || second.Epoch <= first.Epoch {
-		t.Fatalf("second claim = %+v, %v; want an epoch above %d", second, err, first.Epoch)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
+	var last eventlog.Lease
+	claim := func(step string) eventlog.Lease {
+		t.Helper()
+		l, err := s.Claim(ctx, id, "A", time.Minute)
+		if err != nil {
+			t.Fatalf("%s: Claim: %v", step, err)
+		}
+		if l.Epoch <= last.Epoch {
+			t.Fatalf("%s: Claim gave epoch %d after epoch %d; epochs must rise across reopens", step, l.Epoch, last.Epoch)
+		}
+		last = l
+		return l
 	}
 
-	s = openDir(t, dir)
-	third, err := s.Claim(ctx, id, "A", time.Minute)
-	if err != nil {
-		t.Fatalf("claim after reopen: %v", err)
+	// The last write before the reopen is an append under the claim.
+	l := claim("first claim")
+	if _, err := s.Append(eventlog.WithEpoch(ctx, l.Epoch), id, 1, dispatch(1)); err != nil {
+		t.Fatal(err)
 	}
-	if third.Epoch <= second.Epoch {
-		t.Fatalf("claim after reopen has epoch %d, the claim before the reopen had %d; epochs must rise across reopens", third.Epoch, second.Epoch)
-	}
-	if _, err := s.Append(eventlog.WithEpoch(ctx, second.Epoch), id, 2, dispatch(2)); !errors.Is(err, eventlog.ErrLeaseLost) {
+	s = reopen(s)
+	stale := l
+	l = claim("claim after a reopen that followed an append")
+	if _, err := s.Append(eventlog.WithEpoch(ctx, stale.Epoch), id, 2, dispatch(2)); !errors.Is(err, eventlog.ErrLeaseLost) {
 		t.Fatalf("append under the epoch of before the reopen = %v, want ErrLeaseLost", err)
 	}
-	if _, err := s.Append(eventlog.WithEpoch(ctx, third.Epoch), id, 2, dispatch(2)); err != nil {
+	if _, err := s.Append(eventlog.WithEpoch(ctx, l.Epoch), id, 2, dispatch(2)); err != nil {
 		t.Fatalf("append under the new epoch: %v", err)
 	}
+
+	// The last write before the reopen is the claim itself.
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	claim("claim after a release")
+	s = reopen(s)
+	claim("claim after a reopen that followed a claim")
 }
