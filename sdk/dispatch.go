@@ -126,8 +126,9 @@ func dispatchFrom(ctx context.Context) (*dispatch, error) {
 // apply folds one event into every fold. d.mu is held (or d is not shared).
 func (d *dispatch) apply(ev eventlog.Event) error {
 	if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok {
-		if ds.Owner != d.holder {
-			d.holder, d.holderSince = ds.Owner, ev.Seq
+		// A name this kernel had before (WithLocalOwner) is this kernel.
+		if owner := d.k.canonicalOwner(ds.Owner); owner != d.holder {
+			d.holder, d.holderSince = owner, ev.Seq
 		}
 		d.startedAt = ev.Seq
 	}
