@@ -35,16 +35,17 @@ type Kernel struct {
 
 	// owner names this kernel in the store's leases (eventlog.Leaser);
 	// leaseTTL is how long a claim lasts unless renewed.
-	owner    string
-	leaseTTL time.Duration
+	owner      string
+	leaseTTL   time.Duration
+	logger     *slog.Logger  // WithLogger; discards by default
+	parkAfter  time.Duration // ParkAfter
+	strict     bool          // Strict
+	replayOnly bool          // ReplayOnly
+
 	// formerOwners are names this kernel's owner had before (WithLocalOwner:
 	// a folder's name before it had an identity); a dispatch.started that
 	// recorded one of them is this kernel's own (sameOwner).
 	formerOwners []string
-	logger       *slog.Logger  // WithLogger; discards by default
-	parkAfter    time.Duration // ParkAfter
-	strict       bool          // Strict
-	replayOnly   bool          // ReplayOnly
 
 	// wake is signalled (without blocking) when work may be waiting for
 	// Serve: a Start, a Cancel, an ended Run.
