@@ -19,8 +19,9 @@ var _ eventlog.Leaser = (*Store)(nil)
 // is what DESIGN §9's recovery relies on.
 //
 // Epochs, though, are kept (DESIGN §15½.5): a claim writes its epoch into
-// the execution's state record, synced, before it returns, and every
-// append rewrites the record with it, so that the epochs of one execution
+// the execution's state record before it returns (durable with the next
+// synced write, see writeEpochLocked), and every append rewrites the
+// record with it, so that the epochs of one execution
 // rise across releases, expiries and reopens of the folder.
 
 // Claim implements eventlog.Leaser.
@@ -46,11 +47,15 @@ func (s *Store) Claim(ctx context.Context, id eventlog.ID, owner string, ttl tim
 	return l, err
 }
 
-// writeEpochLocked rewrites e's state record with its lease's epoch, synced
-// (even on a store opened WithoutSync: a lost epoch would be given again).
-// A read-only store writes nothing: nobody appends through it, and the
-// next writable open starts from the epochs on disk. e.mu is held and
-// loaded.
+// writeEpochLocked rewrites e's state record with its lease's epoch. The
+// write is not synced, so a claim costs no fsync: Pebble's log is written
+// in order, so the epoch is durable no later than the first synced write
+// after it — the dispatch.started every dispatch appends (synced) before
+// anything else it does under the epoch. A crash that loses the record
+// lost every write under that epoch too, so giving the epoch again after
+// the reopen fences nothing that reached the disk. A read-only store
+// writes nothing: nobody appends through it, and the next writable open
+// starts from the epochs on disk. e.mu is held and loaded.
 func (s *Store) writeEpochLocked(e *execution) error {
 	if s.readOnly {
 		return nil
@@ -62,7 +67,7 @@ func (s *Store) writeEpochLocked(e *execution) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(stateKey(e.id), sv, nil)
-	if err := s.commit(b, pebble.Sync); err != nil {
+	if err := s.commit(b, pebble.NoSync); err != nil {
 		e.mu.loaded = false // whether it landed is unknown: read the record again
 		return fmt.Errorf("pebblestore: execution %s: claim: %w", e.id, err)
 	}

@@ -59,7 +59,7 @@ type stateValue struct {
 	Approvals  []string  `msgpack:"approvals,omitempty"`
 	Requests   uint64    `msgpack:"requests,omitempty"`
 	// Epoch is the newest lease claim's epoch (DESIGN §15½.5): a claim
-	// writes it, synced, before it returns, and every rewrite of the
+	// writes it before it returns, and every rewrite of the
 	// record keeps it, so that epochs rise across reopens of the store.
 	// Absent (0) in records written before epochs were kept.
 	Epoch uint64 `msgpack:"epoch,omitempty"`
