@@ -301,7 +301,9 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 	return k, nil
 }
 
-// Log returns the kernel's event log.
+// Log returns the kernel's event log as it was given to New (a wrapper
+// stays a wrapper): find its optional capabilities with eventlog.As, never
+// with a type assertion.
 func (k *Kernel) Log() eventlog.IndexedLog { return k.log }
 
 // Close closes the log if Open opened it.
