@@ -120,7 +120,11 @@ func WithOwner(name string) Option {
 // log in folder dir: WithOwner(LocalOwner(dir)), and, for a folder created
 // before folders had an identity, the name its older executions recorded
 // (the host and the folder's path then) is taken as this kernel's too, so
-// that the upgrade is not a takeover of them. Open names its kernel so; a
+// that the upgrade is not a takeover of them (the path is the one at the
+// folder's first writable open by a build with identities: a folder moved
+// before that open recorded another path, and resuming its executions that
+// hold an uncovered non-portable resource is a takeover). Open names its
+// kernel so; a
 // program that opens the store itself (pebblestore.Open, for writing,
 // before this option runs) and calls New passes it to get the same.
 func WithLocalOwner(dir string) Option {
