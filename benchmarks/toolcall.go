@@ -54,6 +54,10 @@ type appendCounter struct {
 	synced, unsynced atomic.Int64
 }
 
+// Unwrap gives the kernel the store's leases and inbox (eventlog.As), as
+// on the store sdk.Open opens.
+func (c *appendCounter) Unwrap() eventlog.Log { return c.IndexedLog }
+
 // Append implements eventlog.Log.
 func (c *appendCounter) Append(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
 	c.synced.Add(1)

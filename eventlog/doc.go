@@ -8,6 +8,16 @@
 // implementation lives in [github.com/forkline/forkline/eventlog/pebblestore]
 // so that a program using another backend does not compile Pebble in.
 //
+// # Wrappers and capabilities
+//
+// Besides Log, a store may implement optional interfaces: [Leaser] and
+// [Claimer] (ownership and fencing), [Inbox] (requests such as a cancel),
+// [Deleter], [UsageReporter]. A Log that wraps another — for metrics,
+// tracing, a test recorder — keeps them by exposing the log it wraps with
+// a method Unwrap() Log, and callers find them with [As], which walks the
+// chain of wrappers as errors.As walks errors (DESIGN §15½.3). A type
+// assertion stops at the wrapper: forkline's packages never use one.
+//
 // # Events
 //
 // An execution is a sequence of [Event] values numbered 1, 2, 3, … (Seq).

@@ -67,6 +67,10 @@ type KeyLookup interface {
 // of its own for 1..N: reading it yields E's first N events, then its own.
 // Every method is safe for concurrent use. After Close every method returns an
 // error that wraps ErrClosed.
+//
+// A Log that wraps another exposes it with a method Unwrap() Log, and
+// callers find optional capabilities (Leaser, Inbox, Deleter, Claimer, …)
+// with As, which walks that chain as errors.As does (DESIGN §15½.3).
 type Log interface {
 	// Create starts a root execution: a new time-ordered ID and its first
 	// event, execution.created at seq 1, written durably.

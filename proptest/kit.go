@@ -73,8 +73,12 @@ func Every(n int) Option {
 // CheckAgent checks DESIGN §8's invariants on a user's agent: it runs
 // agent on input on an in-memory log, then kills that run at every event
 // and resumes it, and forks it at every event and runs the forks, every
-// kernel made by newKernel with sdk.Strict. It fails t with the first
-// broken invariant, its seq and a window of the events around it:
+// kernel made by newKernel with sdk.Strict and one owner name,
+// sdk.WithOwner("checkagent") (newKernel must pass its options to sdk.New),
+// so that a resumed run reopens the non-portable resources (dirfs,
+// sqlitedb) the killed one bound, as a restarted process does. It fails t
+// with the first broken invariant, its seq and a window of the events
+// around it:
 //
 //   - §8.4: every lineage written — the run, each resumed run, each fork —
 //     captures exactly when the checkpoint policy says;
@@ -127,6 +131,13 @@ const (
 	invPolicy    = "DESIGN §8.4: captures happen exactly when the policy says"
 )
 
+// checkOwner is the owner name of every kernel CheckAgent makes: a run
+// killed and resumed stands for one process restarted on its data, which
+// reopens the resources it bound — dirfs workspaces, sqlitedb databases,
+// which are not portable — rather than taking the run over from another
+// owner (DESIGN §11, §15½.2).
+const checkOwner = "checkagent"
+
 // errKilled is what a killLog returns once its budget is spent.
 var errKilled = errors.New("proptest: killed")
 
@@ -136,6 +147,13 @@ type killLog struct {
 	eventlog.IndexedLog
 	budget atomic.Int64
 }
+
+// Unwrap gives the kernel the store's leases and inbox (eventlog.As), as
+// the process it stands for would have: its dispatches record their owner
+// and epoch like any other. Requests taken from the inbox (Take) pass
+// straight to the store, not through the budget: CheckAgent's runs make
+// none.
+func (l *killLog) Unwrap() eventlog.Log { return l.IndexedLog }
 
 func (l *killLog) Append(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
 	if l.budget.Add(-int64(len(evs))) < 0 {
@@ -178,7 +196,7 @@ func checkAgent(ctx context.Context, newKernel NewKernel, agent string, input an
 	}
 	defer store.Close()
 	c.store = store
-	if c.k, err = newKernel(store, sdk.Strict()); err != nil {
+	if c.k, err = newKernel(store, sdk.Strict(), sdk.WithOwner(checkOwner)); err != nil {
 		return fmt.Errorf("proptest: newKernel: %w", err)
 	}
 	defer c.k.Close()
@@ -261,7 +279,7 @@ func (c *checker) checkKills() error {
 	for n := 2; n < len(c.ref); n += c.cfg.every {
 		kl := &killLog{IndexedLog: c.store}
 		kl.budget.Store(int64(n - 1)) // execution.created is written by Start, not appended
-		kk, err := c.newKernel(kl, sdk.Strict())
+		kk, err := c.newKernel(kl, sdk.Strict(), sdk.WithOwner(checkOwner))
 		if err != nil {
 			return fmt.Errorf("proptest: newKernel: %w", err)
 		}

@@ -8,11 +8,14 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/forkline/forkline/driver"
+	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/internal/testdriver"
@@ -156,4 +159,35 @@ func TestCheckAgentGeneratedInputs(t *testing.T) {
 		names := rapid.SliceOfN(rapid.StringMatching(`[a-z]{1,4}`), 0, 2).Draw(rt, "names")
 		CheckAgent(rt, newKernel, "greeter", names, WithDiffer("ws", drv), Every(3))
 	})
+}
+
+// An agent on a dirfs workspace (not portable) passes when a kill lands
+// inside a step that Affects it (issue 38): the resumed run is the same
+// owner, so it reopens the workspace the killed run bound instead of
+// failing with resource_unavailable.
+func TestCheckAgentDirfsKilledInAffectsStep(t *testing.T) {
+	drv := dirfs.New(dirfs.Config{Store: t.TempDir(), CoverageReuse: true})
+	write := sdk.DefineTool("write", func(ctx context.Context, n int) (string, error) {
+		ws, err := sdk.Resource(ctx, "ws", drv)
+		if err != nil {
+			return "", err
+		}
+		name := fmt.Sprintf("f%d", n)
+		return name, os.WriteFile(filepath.Join(ws.Dir(), name), []byte(name), 0o644)
+	}, sdk.Affects("ws"))
+	newKernel := kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		if _, err := sdk.Resource(ctx, "ws", drv); err != nil {
+			return "", err
+		}
+		var out []string
+		for n := range 3 {
+			name, err := write.Call(ctx, n)
+			if err != nil {
+				return "", err
+			}
+			out = append(out, name)
+		}
+		return strings.Join(out, ","), nil
+	})
+	CheckAgent(t, newKernel, "a", struct{}{}, WithDiffer("ws", drv))
 }

@@ -185,7 +185,8 @@ func (k *Kernel) decideApproval(ctx context.Context, id eventlog.ID, p eventlog.
 	if stepID == "" {
 		return fmt.Errorf("%w: %s step of %s: empty step ID", ErrInvalid, verb, id)
 	}
-	inbox, ok := k.log.(eventlog.Inbox)
+	var inbox eventlog.Inbox
+	ok := eventlog.As(k.log, &inbox)
 	if !ok {
 		return fmt.Errorf("%w: the log keeps no inbox (eventlog.Inbox): %s needs one", ErrInvalid, verb)
 	}

@@ -29,7 +29,8 @@ var ErrRunning = eventlog.ErrRunning
 // Delete removes only log records: checkpoints and workspaces of the
 // execution stay with the drivers that hold them.
 func (k *Kernel) Delete(ctx context.Context, id eventlog.ID) error {
-	d, ok := k.log.(eventlog.Deleter)
+	var d eventlog.Deleter
+	ok := eventlog.As(k.log, &d)
 	if !ok {
 		return fmt.Errorf("%w: this log (%T) cannot delete executions", ErrInvalid, k.log)
 	}

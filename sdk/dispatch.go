@@ -41,7 +41,7 @@ type dispatch struct {
 	dead    error               // an append failed: the dispatch stops
 	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
 	ended   bool                // the handler returned: calls are refused
-	lease   eventlog.Lease      // the lease the dispatch runs under; zero without a Leaser
+	lease   eventlog.Lease      // the lease the dispatch runs under; without a Leaser, only ID and Owner
 	expired bool                // the deadline stopped the handler
 	parked  eventlog.ParkReason // the dispatch parks (DESIGN §10): calls return ErrWaiting
 	wakeAt  time.Time           // when the parked dispatch is to run again (the earliest wait); zero if none
@@ -153,8 +153,9 @@ func dispatchFrom(ctx context.Context) (*dispatch, error) {
 // apply folds one event into every fold. d.mu is held (or d is not shared).
 func (d *dispatch) apply(ev eventlog.Event) error {
 	if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok {
-		if ds.Owner != d.holder {
-			d.holder, d.holderSince = ds.Owner, ev.Seq
+		// A name this kernel had before (WithLocalOwner) is this kernel.
+		if owner := d.k.canonicalOwner(ds.Owner); owner != d.holder {
+			d.holder, d.holderSince = owner, ev.Seq
 		}
 		d.startedAt = ev.Seq
 	}
@@ -224,8 +225,8 @@ func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
 // (DESIGN §12). A decision that decides nothing is removed without an
 // event.
 func (d *dispatch) takeRequestsLocked() error {
-	inbox, ok := d.k.log.(eventlog.Inbox)
-	if !ok || d.dead != nil || d.stoppedLocked() {
+	var inbox eventlog.Inbox
+	if !eventlog.As(d.k.log, &inbox) || d.dead != nil || d.stoppedLocked() {
 		return nil // a stopped dispatch leaves the requests to the next one
 	}
 	reqs, err := inbox.Requests(d.ctx, d.id)
@@ -288,7 +289,12 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 	var err error
 	switch {
 	case len(ns) > 0:
-		_, err = d.k.log.(eventlog.Inbox).Take(ctx, d.id, head, ns, events...)
+		var inbox eventlog.Inbox
+		if !eventlog.As(d.k.log, &inbox) {
+			err = fmt.Errorf("%w: the log keeps no inbox (eventlog.Inbox)", ErrInvalid)
+			break
+		}
+		_, err = inbox.Take(ctx, d.id, head, ns, events...)
 	case lazy:
 		_, err = d.k.log.AppendUnsynced(ctx, d.id, head, events...)
 	default:
@@ -536,7 +542,8 @@ const requestPoll = 40 * time.Millisecond
 // the handler when one of them cancels the execution. It returns the
 // function that ends the watch.
 func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
-	if _, ok := d.k.log.(eventlog.Inbox); !ok {
+	var inbox eventlog.Inbox
+	if !eventlog.As(d.k.log, &inbox) {
 		return func() {}
 	}
 	done := make(chan struct{})

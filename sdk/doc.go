@@ -34,6 +34,16 @@
 // others. When a dispatch ends, every handle it obtained that implements
 // io.Closer is closed; handles belong to one dispatch.
 //
+// Every dispatch.started records the kernel's owner name ([WithOwner]),
+// on every store, leased or not (DESIGN §15½.2); that name decides who may
+// reopen a binding that is not portable. The kernel finds a store's leases,
+// inbox, Delete and bulk claims through wrappers of the log with
+// eventlog.As (DESIGN §15½.3), so a Log that wraps another and exposes
+// Unwrap() eventlog.Log loses none of them. A kernel [Open] makes on a
+// Pebble folder is named [LocalOwner] of the folder: the host and an ID
+// written into the folder, so a folder moved on its host is the same
+// owner ([WithLocalOwner]).
+//
 // # Changing code safely
 //
 // A changed handler meets histories its old code recorded (DESIGN §15).

@@ -42,13 +42,13 @@ func hostsAgent(drv *testdriver.Driver) func(*sdk.Kernel) {
 	}
 }
 
-// crashAt runs agent h on kernel owner "a" over store until budget events
-// are written, and returns the execution and the events that survived.
-func crashAt(t *testing.T, store eventlog.IndexedLog, drv *testdriver.Driver, budget int64) (eventlog.ID, []eventlog.Event) {
+// crashAt runs agent h on kernel owner "a" (or as opts name it) over store
+// until budget events are written, and returns the execution and the events that survived.
+func crashAt(t *testing.T, store eventlog.IndexedLog, drv *testdriver.Driver, budget int64, opts ...sdk.Option) (eventlog.ID, []eventlog.Event) {
 	t.Helper()
 	crash := &leasingCrashLog{crashLog: &crashLog{IndexedLog: store}, Leaser: store.(eventlog.Leaser)}
 	crash.budget.Store(budget)
-	dying := newKernel(t, crash, hostsAgent(drv), sdk.WithOwner("a"))
+	dying := newKernel(t, crash, hostsAgent(drv), append([]sdk.Option{sdk.WithOwner("a")}, opts...)...)
 	id, err := dying.Start(context.Background(), "h", none{})
 	if err != nil {
 		t.Fatal(err)

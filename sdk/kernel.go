@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,11 @@ type Kernel struct {
 	parkAfter  time.Duration // ParkAfter
 	strict     bool          // Strict
 	replayOnly bool          // ReplayOnly
+
+	// formerOwners are names this kernel's owner had before (WithLocalOwner:
+	// a folder's name before it had an identity); a dispatch.started that
+	// recorded one of them is this kernel's own (sameOwner).
+	formerOwners []string
 
 	// wake is signalled (without blocking) when work may be waiting for
 	// Serve: a Start, a Cancel, an ended Run.
@@ -89,7 +95,9 @@ const DefaultLeaseTTL = 30 * time.Second
 // WithOwner names the kernel in the store's leases: two kernels on one store
 // (in one process, or on many hosts) must have different names. The default
 // is the host name, the process ID and a random suffix — except for a kernel
-// Open makes on a Pebble folder, named [LocalOwner] of that folder.
+// Open makes on a Pebble folder, named [LocalOwner] of that folder
+// ([WithLocalOwner]). WithOwner drops the former names WithLocalOwner
+// gave.
 //
 // The name is also what DESIGN §11's rule for resources that are not
 // portable (driver.Portable) goes by: only the owner that bound a dirfs
@@ -103,9 +111,44 @@ func WithOwner(name string) Option {
 		if name == "" {
 			return fmt.Errorf("%w: empty owner name", ErrInvalid)
 		}
-		k.owner = name
+		k.owner, k.formerOwners = name, nil
 		return nil
 	}
+}
+
+// WithLocalOwner names the kernel as the one kernel that holds the Pebble
+// log in folder dir: WithOwner(LocalOwner(dir)), and, for a folder created
+// before folders had an identity, the name its older executions recorded
+// (the host and the folder's path then) is taken as this kernel's too, so
+// that the upgrade is not a takeover of them (the path is the one at the
+// folder's first writable open by a build with identities: a folder moved
+// before that open recorded another path, and resuming its executions that
+// hold an uncovered non-portable resource is a takeover). Open names its
+// kernel so; a
+// program that opens the store itself (pebblestore.Open, for writing,
+// before this option runs) and calls New passes it to get the same.
+func WithLocalOwner(dir string) Option {
+	return func(k *Kernel) error {
+		if dir == "" {
+			return fmt.Errorf("%w: WithLocalOwner of an empty folder name", ErrInvalid)
+		}
+		k.owner, k.formerOwners = localOwner(dir)
+		return nil
+	}
+}
+
+// sameOwner reports whether a recorded owner name is this kernel's.
+func (k *Kernel) sameOwner(name string) bool {
+	return name == k.owner || slices.Contains(k.formerOwners, name)
+}
+
+// canonicalOwner returns k.owner for a recorded owner name that is this
+// kernel's (sameOwner), and name otherwise.
+func (k *Kernel) canonicalOwner(name string) string {
+	if k.sameOwner(name) {
+		return k.owner
+	}
+	return name
 }
 
 // WithLeaseTTL sets how long a claim on an execution lasts without renewal
@@ -144,29 +187,55 @@ func ParkAfter(d time.Duration) Option {
 }
 
 // LocalOwner is the owner name of the one kernel that holds the Pebble log
-// in folder dir: the host name and the folder's absolute path. Pebble lets
-// one process at a time open a log, so a process restarted after a crash on
-// the same folder is the same owner, and reopens the workspaces it bound
-// (DESIGN §11) as Part I's recovery does. Open names its kernel so; a
-// program that opens the store itself and calls New passes
-// WithOwner(LocalOwner(dir)) to get the same.
+// in folder dir: the host name and the folder's identity, an ID written
+// into the folder when it was created (pebblestore.ReadIdentity), not its
+// path — so a folder moved on its host keeps its owner (DESIGN §15½.2).
+// Pebble lets one process at a time open a log, so a process restarted
+// after a crash on the same folder, moved or not, is the same owner, and
+// reopens the workspaces it bound (DESIGN §11) as Part I's recovery does.
+// A copy of the folder is the same owner too: remove the copy's FORKLINE-ID
+// file, before its first open, to make it another.
+//
+// A folder without an identity — one created before identities that no
+// writable open has given one yet, or no log at all — is named as it was
+// then: the host name, a colon and the folder's absolute path. Call it
+// after opening the log for writing. Open names its kernel so
+// (WithLocalOwner, which also keeps the folder's former name).
 func LocalOwner(dir string) string {
+	owner, _ := localOwner(dir)
+	return owner
+}
+
+// localOwner returns LocalOwner(dir) and the folder's former owner name,
+// if it got its identity from a build that named owners by path.
+func localOwner(dir string) (string, []string) {
+	host := hostName()
+	id, err := pebblestore.ReadIdentity(dir)
+	if err != nil {
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		return host + ":" + dir, nil
+	}
+	owner := host + ":folder-" + id.ID
+	if id.FormerPath == "" {
+		return owner, nil
+	}
+	return owner, []string{host + ":" + id.FormerPath}
+}
+
+// hostName is os.Hostname, "localhost" when it has none.
+func hostName() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
-		host = "localhost"
+		return "localhost"
 	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	return host + ":" + dir
+	return host
 }
 
 // defaultOwner names a kernel uniquely: host, process and a random suffix.
 func defaultOwner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
+	host := hostName()
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(r[:]))
@@ -182,7 +251,7 @@ func Open(dir string, opts ...Option) (*Kernel, error) {
 		return nil, err
 	}
 	if dir != "" && !IsPostgresURL(dir) {
-		opts = append([]Option{WithOwner(LocalOwner(dir))}, opts...)
+		opts = append([]Option{WithLocalOwner(dir)}, opts...)
 	}
 	k, err := New(store, opts...)
 	if err != nil {
@@ -236,7 +305,9 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 	return k, nil
 }
 
-// Log returns the kernel's event log.
+// Log returns the kernel's event log as it was given to New (a wrapper
+// stays a wrapper): find its optional capabilities with eventlog.As, never
+// with a type assertion.
 func (k *Kernel) Log() eventlog.IndexedLog { return k.log }
 
 // Close closes the log if Open opened it.
@@ -350,21 +421,24 @@ func (k *Kernel) logEnd(d *dispatch, err error) {
 }
 
 // own makes this kernel the owner of id for one Run: through the store's
-// eventlog.Leaser when the log has one (so that every kernel on the store
-// agrees), else in this kernel alone. The returned context carries the
+// eventlog.Leaser when the log (or a log it wraps, eventlog.As) has one, so
+// that every kernel on the store agrees, else in this kernel alone. Either
+// way the lease names k.owner, which dispatch.started records. The returned context carries the
 // lease's epoch, so every append of the dispatch is fenced, and is
 // cancelled, with a cause wrapping eventlog.ErrLeaseLost, if a renewal
 // finds the lease taken over. release ends the ownership.
 func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, eventlog.Lease, func(), error) {
-	leaser, ok := k.log.(eventlog.Leaser)
-	if !ok {
+	var leaser eventlog.Leaser
+	if !eventlog.As(k.log, &leaser) {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		if k.mu.running[id] {
 			return nil, eventlog.Lease{}, nil, fmt.Errorf("%w: %s", ErrBusy, id)
 		}
 		k.mu.running[id] = true
-		return ctx, eventlog.Lease{}, func() {
+		// No store lease, no epoch; the owner is still this kernel's name,
+		// which dispatch.started records (DESIGN §15½.2).
+		return ctx, eventlog.Lease{ID: id, Owner: k.owner}, func() {
 			k.mu.Lock()
 			delete(k.mu.running, id)
 			k.mu.Unlock()

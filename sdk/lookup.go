@@ -16,8 +16,8 @@ func (k *Kernel) Lookup(ctx context.Context, key string) (eventlog.Info, error) 
 	if key == "" {
 		return eventlog.Info{}, fmt.Errorf("%w: Lookup of an empty key", ErrInvalid)
 	}
-	kl, ok := k.log.(eventlog.KeyLookup)
-	if !ok {
+	var kl eventlog.KeyLookup
+	if !eventlog.As(k.log, &kl) {
 		return eventlog.Info{}, fmt.Errorf("%w: the log cannot look keys up (eventlog.KeyLookup)", ErrInvalid)
 	}
 	id, err := kl.LookupKey(ctx, key)

@@ -121,7 +121,8 @@ func (k *Kernel) Cancel(ctx context.Context, id eventlog.ID, reason string) erro
 	if info.Status.Terminal() {
 		return nil
 	}
-	inbox, ok := k.log.(eventlog.Inbox)
+	var inbox eventlog.Inbox
+	ok := eventlog.As(k.log, &inbox)
 	if !ok {
 		return fmt.Errorf("%w: the log keeps no inbox (eventlog.Inbox): cancel needs one", ErrInvalid)
 	}

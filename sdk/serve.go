@@ -115,7 +115,8 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 			k.ranInServe(ctx, runs, id, run(), o)
 		}()
 	}
-	claimer, _ := k.log.(eventlog.Claimer)
+	var claimer eventlog.Claimer
+	eventlog.As(k.log, &claimer)
 	var out outage
 	for {
 		var err error
@@ -173,7 +174,8 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 	if ctx.Err() != nil {
 		return
 	}
-	keeper, _ := k.log.(eventlog.RetryKeeper)
+	var keeper eventlog.RetryKeeper
+	eventlog.As(k.log, &keeper)
 	if unrecorded(err) {
 		b, changed := runs.failed(id, err, o.poll, time.Now())
 		if keeper != nil {
@@ -252,8 +254,8 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 			return ctx.Err()
 		}
 		start(id, func() error {
-			leaser, ok := k.log.(eventlog.Leaser)
-			if !ok {
+			var leaser eventlog.Leaser
+			if !eventlog.As(k.log, &leaser) {
 				_, err := k.Run(ctx, id)
 				return err
 			}
@@ -366,8 +368,10 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	if err != nil {
 		return nil, err
 	}
-	leaser, _ := k.log.(eventlog.Leaser)
-	inbox, _ := k.log.(eventlog.Inbox)
+	var leaser eventlog.Leaser
+	eventlog.As(k.log, &leaser)
+	var inbox eventlog.Inbox
+	eventlog.As(k.log, &inbox)
 	now := k.now()
 	var out []eventlog.ID
 	for _, info := range infos {

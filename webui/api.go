@@ -334,8 +334,8 @@ type chunkCounter interface {
 }
 
 func (s *server) apiUsage(w http.ResponseWriter, r *http.Request) {
-	ur, ok := s.k.Log().(eventlog.UsageReporter)
-	if !ok {
+	var ur eventlog.UsageReporter
+	if !eventlog.As(s.k.Log(), &ur) {
 		apiError(w, http.StatusNotImplemented, fmt.Errorf("webui: this store (%T) does not report what executions take", s.k.Log()))
 		return
 	}
@@ -348,7 +348,7 @@ func (s *server) apiUsage(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Executions = append(out.Executions, serveapi.Usage(u))
 	}
-	if cc, ok := s.k.Log().(chunkCounter); ok {
+	if cc := chunkCounter(nil); eventlog.As(s.k.Log(), &cc) {
 		n, b, err := cc.ChunkUsage(ctx)
 		if err != nil {
 			apiFail(w, err)

@@ -102,14 +102,14 @@ func modelFor(l *lineage) (*model, error) {
 }
 
 // ownerOptions names the kernel of a command that runs executions: on a
-// data folder, sdk.LocalOwner of its log, so that a run resumed after a
+// data folder, sdk.WithLocalOwner of its log, so that a run resumed after a
 // crash is the same owner and reopens its workspace (DESIGN §11); on
 // Postgres the default, one owner per process.
 func ownerOptions(e *env) []sdk.Option {
 	if e.opts.db != "" {
 		return nil
 	}
-	return []sdk.Option{sdk.WithOwner(sdk.LocalOwner(logDir(e.opts.dir)))}
+	return []sdk.Option{sdk.WithLocalOwner(logDir(e.opts.dir))}
 }
 
 // coderKernel is a kernel on the data folder's log with the coder agent

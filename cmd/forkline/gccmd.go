@@ -218,8 +218,8 @@ type usage struct {
 // cmdDu reports where the log's space goes, per execution.
 func cmdDu(e *env) error {
 	return withReadLog(e, func(s eventlog.IndexedLog) error {
-		ur, ok := s.(eventlog.UsageReporter)
-		if !ok {
+		var ur eventlog.UsageReporter
+		if !eventlog.As(s, &ur) {
 			return fmt.Errorf("du: this store (%T) does not report what executions take", s)
 		}
 		var all []usage

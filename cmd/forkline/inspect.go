@@ -66,8 +66,8 @@ func listSome(e *env, log eventlog.Log, f eventlog.Filter) ([]*listing, error) {
 // none when no execution has the key. A log that cannot look keys up is
 // an input error.
 func listKey(e *env, log eventlog.Log, f eventlog.Filter, key string) ([]*listing, error) {
-	kl, ok := log.(eventlog.KeyLookup)
-	if !ok {
+	var kl eventlog.KeyLookup
+	if !eventlog.As(log, &kl) {
 		return nil, inputErrorf("ls --key: this log cannot look keys up")
 	}
 	id, err := kl.LookupKey(e.ctx, key)

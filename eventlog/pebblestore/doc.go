@@ -90,6 +90,22 @@
 // pending. A fork has its own, empty inbox. Requests of an execution that
 // has ended stay readable; nobody takes them.
 //
+// # Leases, epochs and the folder's identity
+//
+// Leases live in memory (one process holds a store), so a reopened store
+// finds every execution ownerless; their epochs do not: a claim writes its
+// epoch into the execution's state record and appends keep it there, so the
+// epochs of an execution rise across releases, expiries and reopens
+// (DESIGN §15½.5). A record written before epochs were kept reads as epoch 0.
+//
+// A writable open gives the folder an identity when it has none: a file
+// FORKLINE-ID beside the log, written synced through a rename, holding a
+// random ID ([ReadIdentity]). It names the folder wherever it is moved on
+// its host: sdk.LocalOwner is the host and this ID (DESIGN §15½.2). A
+// folder made before identities gets one at its first writable open, which
+// also records the folder's absolute path then, the name its older
+// executions' owner was made of. A read-only open never writes it.
+//
 // Serve's backoff note (eventlog.RetryKeeper) lives in memory beside the
 // lease, as leases do: one process owns the store, and a process that
 // opens it anew runs every execution again at once.

@@ -139,7 +139,8 @@ func TestFormatPinned(t *testing.T) {
 			reflect.TypeFor[stateValue](): {"Head uint64 head", "Status uint8 status", "Updated time.Time updated,omitempty",
 				"WakeAt time.Time wake_at,omitempty", "Deadline time.Time deadline,omitempty",
 				"Dispatched bool dispatched,omitempty", "Parked bool parked,omitempty", "Approvals []string approvals,omitempty",
-				"Requests uint64 requests,omitempty"},
+				"Requests uint64 requests,omitempty",
+				"Epoch uint64 epoch,omitempty"}, // DESIGN §15½.5; absent in older records, read as 0
 			reflect.TypeFor[tombstoneValue](): {"Kept uint64 kept", "Deleted int64 deleted"},
 		} {
 			var got []string
@@ -192,7 +193,7 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sv, err := encodeStateValue(goldenStatus(), goldenRequests)
+		sv, err := encodeStateValue(goldenStatus(), goldenRequests, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +242,7 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil || cmp.Diff(st, back) != "" {
 			t.Errorf("index value round trip: %v\n%s", err, cmp.Diff(st, back))
 		}
-		if back, requests, err := decodeStateValue(sv); err != nil || cmp.Diff(goldenStatus(), back) != "" || requests != goldenRequests {
+		if back, requests, epoch, err := decodeStateValue(sv); err != nil || cmp.Diff(goldenStatus(), back) != "" || requests != goldenRequests || epoch != 0 {
 			t.Errorf("state value round trip: %v, requests %d\n%s", err, requests, cmp.Diff(goldenStatus(), back))
 		}
 		if back, err := eventlog.DecodeRecord(3, rq); err != nil || cmp.Diff(goldenRequest().Data, back.Data) != "" || !back.Time.Equal(goldenRequest().Time) {

@@ -12,7 +12,8 @@ import (
 //	'm' "format"                         store format version (one byte)
 //	'x' id[16]                           execution header (immutable)
 //	's' id[16]                           execution state (mutable, store format 2):
-//	                                     head, eventlog.StatusState after it
+//	                                     head, eventlog.StatusState after it, and
+//	                                     the newest lease claim's epoch
 //	'e' id[16] seq[8]                    event record (eventlog.AppendRecord)
 //	'i' id[16] len[2] key seq[8]         checkpoint index: eventlog.ResourceState
 //	                                     of resource key after event seq

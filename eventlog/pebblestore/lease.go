@@ -2,8 +2,10 @@ package pebblestore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/forkline/forkline/eventlog"
 )
 
@@ -15,6 +17,12 @@ var _ eventlog.Leaser = (*Store)(nil)
 // takes, so a claim never interleaves with an admitted append. A process
 // that opens the store after a crash finds every execution ownerless, which
 // is what DESIGN §9's recovery relies on.
+//
+// Epochs, though, are kept (DESIGN §15½.5): a claim writes its epoch into
+// the execution's state record before it returns (durable with the next
+// synced write, see writeEpochLocked), and every append rewrites the
+// record with it, so that the epochs of one execution
+// rise across releases, expiries and reopens of the folder.
 
 // Claim implements eventlog.Leaser.
 func (s *Store) Claim(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration) (eventlog.Lease, error) {
@@ -22,11 +30,48 @@ func (s *Store) Claim(ctx context.Context, id eventlog.ID, owner string, ttl tim
 		return eventlog.Lease{}, err
 	}
 	var l eventlog.Lease
-	err := s.withLease(ctx, id, func(st *eventlog.LeaseState) (err error) {
-		l, err = st.Claim(id, owner, ttl, time.Now())
-		return err
+	err := s.withExecution(ctx, id, func(e *execution) (err error) {
+		if err := s.loadLocked(e); err != nil {
+			return err
+		}
+		before := e.mu.lease
+		if l, err = e.mu.lease.Claim(id, owner, ttl, time.Now()); err != nil {
+			return err
+		}
+		if err := s.writeEpochLocked(e); err != nil {
+			e.mu.lease = before
+			return err
+		}
+		return nil
 	})
 	return l, err
+}
+
+// writeEpochLocked rewrites e's state record with its lease's epoch. The
+// write is not synced, so a claim costs no fsync: Pebble's log is written
+// in order, so the epoch is durable no later than the first synced write
+// after it — the dispatch.started every dispatch appends (synced) before
+// anything else it does under the epoch. A crash that loses the record
+// lost every write under that epoch too, so giving the epoch again after
+// the reopen fences nothing that reached the disk. A read-only store
+// writes nothing: nobody appends through it, and the next writable open
+// starts from the epochs on disk. e.mu is held and loaded.
+func (s *Store) writeEpochLocked(e *execution) error {
+	if s.readOnly {
+		return nil
+	}
+	sv, err := encodeStateValue(e.mu.status, e.mu.inbox.last, e.mu.lease.Epoch)
+	if err != nil {
+		return fmt.Errorf("pebblestore: execution %s: encode state: %w", e.id, err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(stateKey(e.id), sv, nil)
+	if err := s.commit(b, pebble.NoSync); err != nil {
+		e.mu.loaded = false // whether it landed is unknown: read the record again
+		return fmt.Errorf("pebblestore: execution %s: claim: %w", e.id, err)
+	}
+	return nil
 }
 
 // Renew implements eventlog.Leaser.

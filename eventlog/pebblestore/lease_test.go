@@ -3,9 +3,10 @@ package pebblestore_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
-
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/eventlog/storetest"
 )
 
@@ -52,4 +53,67 @@ func TestNoAppendAfterEnd(t *testing.T) {
 		}
 		appendAll(t, s, f, dispatch(2))
 	}
+}
+
+// TestEpochsRiseAcrossReopen: DESIGN §15½.5 — a claim after the folder was
+// closed and reopened gets an epoch greater than every claim before, both
+// when an append under the last claim rewrote the execution's record and
+// when no append followed the last claim; and an append fenced with an
+// epoch of before the reopen is refused once a new claim was made.
+func TestEpochsRiseAcrossReopen(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	reopen := func(s *pebblestore.Store) *pebblestore.Store {
+		t.Helper()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := pebblestore.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s, err := pebblestore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	id := create(t, s, "a")
+	var last eventlog.Lease
+	claim := func(step string) eventlog.Lease {
+		t.Helper()
+		l, err := s.Claim(ctx, id, "A", time.Minute)
+		if err != nil {
+			t.Fatalf("%s: Claim: %v", step, err)
+		}
+		if l.Epoch <= last.Epoch {
+			t.Fatalf("%s: Claim gave epoch %d after epoch %d; epochs must rise across reopens", step, l.Epoch, last.Epoch)
+		}
+		last = l
+		return l
+	}
+
+	// The last write before the reopen is an append under the claim.
+	l := claim("first claim")
+	if _, err := s.Append(eventlog.WithEpoch(ctx, l.Epoch), id, 1, dispatch(1)); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(s)
+	stale := l
+	l = claim("claim after a reopen that followed an append")
+	if _, err := s.Append(eventlog.WithEpoch(ctx, stale.Epoch), id, 2, dispatch(2)); !errors.Is(err, eventlog.ErrLeaseLost) {
+		t.Fatalf("append under the epoch of before the reopen = %v, want ErrLeaseLost", err)
+	}
+	if _, err := s.Append(eventlog.WithEpoch(ctx, l.Epoch), id, 2, dispatch(2)); err != nil {
+		t.Fatalf("append under the new epoch: %v", err)
+	}
+
+	// The last write before the reopen is the claim itself.
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	claim("claim after a release")
+	s = reopen(s)
+	claim("claim after a reopen that followed a claim")
 }

@@ -38,6 +38,10 @@ const pebbleFormat = pebble.FormatTableFormatV6
 // and lost files (its MANIFEST) gives an error wrapping eventlog.ErrCorrupt
 // and is left as it is. On disk, Open refuses (eventlog.ErrDiskFull) when
 // the free space is under the reserve (see WithDiskReserve).
+//
+// A writable open of a folder gives it its identity (ReadIdentity) when it
+// has none yet: a random ID, written synced beside the log, that names the
+// folder wherever it is moved on its host (DESIGN §15½.2).
 func Open(dir string, opts ...Option) (*Store, error) {
 	o := options{reserve: DefaultDiskReserve, ballast: DefaultBallast}
 	for _, opt := range opts {
@@ -62,6 +66,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	}
 	name := dir
 	var wals *walRecorder
+	existing := false // dir held a log before this open
 	if dir == "" {
 		if o.readOnly {
 			return nil, fmt.Errorf("%w: ReadOnly needs a folder: an in-memory log starts empty", eventlog.ErrInvalid)
@@ -70,7 +75,8 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		name = "mem"
 	} else {
 		wals = &walRecorder{}
-		existing, err := checkFolder(dir, o.readOnly)
+		var err error
+		existing, err = checkFolder(dir, o.readOnly)
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +151,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		}
 	}
 	if dir != "" && !o.readOnly {
-		if err := writeMarker(dir); err != nil {
+		err := ensureIdentity(dir, existing)
+		if err == nil {
+			err = writeMarker(dir)
+		}
+		if err != nil {
 			_ = s.guard(db.Close)
 			s.release()
 			return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)

@@ -155,7 +155,7 @@ func (s *Store) migrateFormat1() error {
 		if !ok {
 			continue
 		}
-		v, err := encodeStateValue(st, 0)
+		v, err := encodeStateValue(st, 0, 0)
 		if err != nil {
 			return fmt.Errorf("pebblestore: migrate to store format %d: %w", storeFormat, err)
 		}
@@ -250,7 +250,7 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	}
 	var st eventlog.StatusState
 	st.Apply(ev)
-	sv, err := encodeStateValue(st, 0)
+	sv, err := encodeStateValue(st, 0, 0)
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode state: %w", err)
 	}
@@ -411,7 +411,7 @@ func (s *Store) loadLocked(e *execution) error {
 	if err != nil {
 		return fmt.Errorf("pebblestore: execution %s: read state: %w", e.id, err)
 	}
-	st, requests, err := decodeStateValue(v)
+	st, requests, epoch, err := decodeStateValue(v)
 	closer.Close()
 	if err != nil {
 		return &eventlog.CorruptionError{Execution: e.id, What: "state", Err: err}
@@ -432,6 +432,9 @@ func (s *Store) loadLocked(e *execution) error {
 	e.mu.head, e.mu.status = st.Head, st
 	e.mu.index = nil
 	e.mu.inbox = inbox{last: requests} // the pending requests are read on first use
+	// The lease itself lives in memory (a reopened store finds every
+	// execution ownerless); its epoch only rises (DESIGN §15½.5).
+	e.mu.lease.Epoch = max(e.mu.lease.Epoch, epoch)
 	e.mu.loaded = true
 	return nil
 }
@@ -743,7 +746,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	for _, n := range take {
 		_ = b.Delete(requestKey(id, n), nil)
 	}
-	sv, err := encodeStateValue(status, e.mu.inbox.last)
+	sv, err := encodeStateValue(status, e.mu.inbox.last, e.mu.lease.Epoch)
 	if err != nil {
 		e.mu.loaded = false
 		return 0, fmt.Errorf("pebblestore: encode state: %w", err)
@@ -816,7 +819,7 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	}
 	var status eventlog.StatusState // a fork's status is its own: pending
 	status.Apply(ev)
-	sv, err := encodeStateValue(status, 0) // and so is its inbox: empty
+	sv, err := encodeStateValue(status, 0, 0) // and so is its inbox: empty, and it was never claimed
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode state: %w", err)
 	}

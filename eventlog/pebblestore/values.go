@@ -59,30 +59,37 @@ type stateValue struct {
 	Parked     bool      `msgpack:"parked,omitempty"`
 	Approvals  []string  `msgpack:"approvals,omitempty"`
 	Requests   uint64    `msgpack:"requests,omitempty"`
+	// Epoch is the newest lease claim's epoch (DESIGN §15½.5): a claim
+	// writes it before it returns, and every rewrite of the
+	// record keeps it, so that epochs rise across reopens of the store.
+	// Absent (0) in records written before epochs were kept.
+	Epoch uint64 `msgpack:"epoch,omitempty"`
 }
 
 // encodeStateValue encodes an execution's state record: st, and requests,
 // the number of its newest inbox request.
-func encodeStateValue(st eventlog.StatusState, requests uint64) ([]byte, error) {
+func encodeStateValue(st eventlog.StatusState, requests, epoch uint64) ([]byte, error) {
 	return encodeValue(&stateValue{
 		Head: st.Head, Status: uint8(st.Status), Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
-		Dispatched: st.Dispatched, Parked: st.Parked, Approvals: st.Approvals, Requests: requests,
+		Dispatched: st.Dispatched, Parked: st.Parked, Approvals: st.Approvals, Requests: requests, Epoch: epoch,
 	})
 }
 
-func decodeStateValue(b []byte) (eventlog.StatusState, uint64, error) {
+// decodeStateValue decodes a state record: the status, the newest inbox
+// request's number and the newest claim's epoch.
+func decodeStateValue(b []byte) (eventlog.StatusState, uint64, uint64, error) {
 	var v stateValue
 	if err := decodeValue(b, &v); err != nil {
-		return eventlog.StatusState{}, 0, err
+		return eventlog.StatusState{}, 0, 0, err
 	}
 	st := eventlog.StatusState{
 		Head: v.Head, Status: eventlog.Status(v.Status), Updated: utc(v.Updated), WakeAt: utc(v.WakeAt),
 		Deadline: utc(v.Deadline), Dispatched: v.Dispatched, Parked: v.Parked, Approvals: v.Approvals,
 	}
 	if st.Head == 0 || !st.Status.Valid() {
-		return eventlog.StatusState{}, 0, fmt.Errorf("state with head %d and status %d", v.Head, v.Status)
+		return eventlog.StatusState{}, 0, 0, fmt.Errorf("state with head %d and status %d", v.Head, v.Status)
 	}
-	return st, v.Requests, nil
+	return st, v.Requests, v.Epoch, nil
 }
 
 // utc returns t in UTC (msgpack decodes times in the local zone); the zero

@@ -24,6 +24,52 @@ func TestLeaser(t *testing.T, open func(t *testing.T) LeaseStore) {
 	t.Run("Fencing", func(t *testing.T) { testFencing(t, open(t)) })
 	t.Run("BadInput", func(t *testing.T) { testLeaseBadInput(t, open(t)) })
 	t.Run("RacingClaims", func(t *testing.T) { testRacingClaims(t, open(t)) })
+	t.Run("EpochsRise", func(t *testing.T) { testEpochsRise(t, open(t)) })
+}
+
+// testEpochsRise: DESIGN §15½.5 — every claim of an execution gets an
+// epoch greater than every earlier one's, after a release and after an
+// expiry, and appends in between (which rewrite what the store keeps of
+// the execution) do not bring an epoch back.
+func testEpochsRise(t *testing.T, s LeaseStore) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	var last uint64
+	claim := func(step string, ttl time.Duration) eventlog.Lease {
+		t.Helper()
+		l, err := s.Claim(ctx, id, "A", ttl)
+		if err != nil {
+			t.Fatalf("%s: Claim: %v", step, err)
+		}
+		if l.Epoch <= last {
+			t.Fatalf("%s: Claim gave epoch %d after epoch %d; epochs must rise", step, l.Epoch, last)
+		}
+		last = l.Epoch
+		return l
+	}
+	head := uint64(1)
+	l := claim("first claim", time.Minute)
+	var err error
+	if head, err = s.Append(eventlog.WithEpoch(ctx, l.Epoch), id, head, dispatchEvent(1)); err != nil {
+		t.Fatalf("Append under epoch %d: %v", l.Epoch, err)
+	}
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	l = claim("claim after release", shortTTL)
+	if head, err = s.Append(eventlog.WithEpoch(ctx, l.Epoch), id, head, dispatchEvent(2)); err != nil {
+		t.Fatalf("Append under epoch %d: %v", l.Epoch, err)
+	}
+	waitExpired(t, s, id)
+	l = claim("claim after expiry", time.Minute)
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	// An append without a lease rewrites the execution's record too.
+	if _, err = s.Append(ctx, id, head, dispatchEvent(3)); err != nil {
+		t.Fatalf("Append without a lease: %v", err)
+	}
+	claim("claim after an unleased append", time.Minute)
 }
 
 func newExecution(t *testing.T, s eventlog.Log) eventlog.ID {
