@@ -432,6 +432,11 @@ func (s *State) apply(ev eventlog.Event) error {
 	case *eventlog.MarkerRecorded:
 		s.Markers = append(s.Markers, Marker{Name: p.Name, Seq: ev.Seq, Dispatch: s.Dispatches})
 
+	case *eventlog.MessageReceived, *eventlog.EventSet:
+		// Part III's bodiless records (format 3): accepted, they change no
+		// step, binding or status (DESIGN §8½); messages and published
+		// events are folded by the features that use them.
+
 	case *eventlog.ForkDiverged:
 		if s.forkSeq == 0 {
 			return invalid(ev, "fork.diverged in an execution that is not a fork")
