@@ -48,6 +48,10 @@ type Kernel struct {
 	appends appendSignal
 	// tel is the OpenTelemetry instruments (otel.go).
 	tel telemetry
+	// awaits lists the executions this kernel left to their owner
+	// (awaiting.go), which Serve does not claim again before their
+	// backoff passes.
+	awaits awaits
 
 	mu struct {
 		sync.Mutex
@@ -296,6 +300,15 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 	h, ok := k.handler(d.state.Agent)
 	if !ok {
 		return nil, fmt.Errorf("%w: execution %s is of agent %q, which is not registered", ErrInvalid, id, d.state.Agent)
+	}
+	// Decided before anything is appended (DESIGN §15½.4): an execution
+	// whose uncovered resource opens only for another owner is left to
+	// that owner, with its right to reopen it untouched.
+	err = d.awaitedOwner(lease.Owner)
+	k.awaits.note(id, err, k.now())
+	if err != nil {
+		k.logger.Info("forkline: execution left to its owner", "execution", id.String(), "error", err.Error())
+		return nil, err
 	}
 	if d.state.Status == replay.StatusRunning {
 		k.tel.tookOver(ctx) // the previous dispatch never ended

@@ -290,6 +290,7 @@ func (k *Kernel) resumable(ctx context.Context, err error) bool {
 	case err == nil, ctx.Err() != nil,
 		errors.As(err, &ee), errors.As(err, &ce),
 		errors.Is(err, ErrWaiting), errors.Is(err, ErrCancelled), errors.Is(err, ErrBusy),
+		errors.Is(err, ErrResourceUnavailable), // left to its owner: release at once
 		errors.Is(err, eventlog.ErrLeaseLost), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}
@@ -331,6 +332,9 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	for _, info := range infos {
 		if _, ok := k.handler(info.Agent); !ok {
 			continue
+		}
+		if k.awaits.skip(info.ID, now) {
+			continue // left to its owner: not claimed again before its backoff (awaiting.go)
 		}
 		if leaser != nil {
 			if _, held, err := leaser.Holder(ctx, info.ID); err != nil {
