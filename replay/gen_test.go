@@ -136,8 +136,8 @@ var (
 	stepKinds = []eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild, eventlog.StepRecv}
 	// gatedKinds are the kinds a gate sees: recv is never gated (DESIGN §21½.1).
 	gatedKinds = []eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild}
-	targets   = []string{"read_file", "write_file", "run"}
-	keys      = []string{"cache", "db", "ws"}
+	targets    = []string{"read_file", "write_file", "run"}
+	keys       = []string{"cache", "db", "ws"}
 )
 
 // generate returns a well-formed lineage of n ≥ 1 events.
