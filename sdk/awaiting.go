@@ -1,12 +1,15 @@
 package sdk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/replay"
 )
 
 // AwaitingOwnerError is returned by Run when this kernel may not run the
@@ -153,4 +156,53 @@ func asAwaiting(err error) (*AwaitingOwnerError, bool) {
 	var ae *AwaitingOwnerError
 	ok := errors.As(err, &ae)
 	return ae, ok
+}
+
+// AwaitedOwner reports whether execution id of log waits for an owner
+// (DESIGN §15½.4): it is running, no live lease holds it, and its head is
+// uncovered for a resource whose binding is not portable — only owner, the
+// one that made that binding, may resume it. forkline ls shows it as
+// "running, awaiting owner X"; if X never returns, fork at LatestCovered
+// (forkline fork ID --latest-covered) or cancel. It folds the lineage, so
+// it is meant for running executions a person looks at, not for listing
+// every execution. A log without leases has no live lease to check.
+func AwaitedOwner(ctx context.Context, log eventlog.IndexedLog, id eventlog.ID) (owner string, awaiting bool, err error) {
+	if leaser, ok := log.(eventlog.Leaser); ok {
+		if _, held, err := leaser.Holder(ctx, id); err != nil {
+			return "", false, err
+		} else if held {
+			return "", false, nil
+		}
+	}
+	st := replay.NewWith(replay.Options{DropArgs: true})
+	cov := coverage.New()
+	for ev, err := range log.Events(ctx, id, 1) {
+		if err != nil {
+			return "", false, err
+		}
+		if err := st.Apply(ev); err != nil {
+			return "", false, fmt.Errorf("sdk: execution %s: %w", id, err)
+		}
+		if err := cov.Apply(ev); err != nil {
+			return "", false, fmt.Errorf("sdk: execution %s: %w", id, err)
+		}
+	}
+	if st.Status != replay.StatusRunning || st.Head == 0 {
+		return "", false, nil
+	}
+	pt, err := cov.Point(st.Head)
+	if err != nil {
+		return "", false, err
+	}
+	for _, rec := range st.Bindings() {
+		if !rec.Own || rec.Portable {
+			continue
+		}
+		for _, sel := range pt.Resources {
+			if sel.Key == rec.Key && !sel.Covered {
+				return rec.Owner, true, nil
+			}
+		}
+	}
+	return "", false, nil
 }

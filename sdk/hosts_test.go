@@ -163,6 +163,14 @@ func TestTakeoverUncoveredAwaitsOwner(t *testing.T) {
 				if c2, o2, _ := drv.Counts(); o2 != opens || c2 != creates {
 					t.Fatalf("the refused takeover opened %d and created %d resources", o2-opens, c2-creates)
 				}
+				// Info's status is still running; AwaitedOwner (what forkline
+				// ls shows) names the owner it waits for.
+				if info, err := store.Info(context.Background(), id); err != nil || info.Status != eventlog.StatusRunning {
+					t.Fatalf("Info = %+v, %v; want running", info, err)
+				}
+				if owner, ok, err := sdk.AwaitedOwner(context.Background(), store, id); err != nil || !ok || owner != "a" {
+					t.Fatalf("AwaitedOwner = %q, %v, %v; want a", owner, ok, err)
+				}
 				// Again: still nothing appended, the same answer.
 				if _, err := k.Run(context.Background(), id); !errors.As(err, &ae) || ae.Owner != "a" {
 					t.Fatalf("second Run = %v, want awaiting owner a", err)
@@ -174,6 +182,9 @@ func TestTakeoverUncoveredAwaitsOwner(t *testing.T) {
 				}
 				if c2, o2, _ := drv.Counts(); o2-opens != 1 || c2 != creates {
 					t.Fatalf("owner a opened %d and created %d resources, want 1 and 0", o2-opens, c2-creates)
+				}
+				if _, ok, err := sdk.AwaitedOwner(context.Background(), store, id); err != nil || ok {
+					t.Fatalf("AwaitedOwner of the completed execution = %v, %v; want none", ok, err)
 				}
 				wantEvents(t, a, id, append(describeAll(before), "dispatch 2",
 					"failed indeterminate", "captured ws steps gen=3", "started tool touch affects=ws", "succeeded", "captured ws steps gen=4", "completed"))

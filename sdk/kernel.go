@@ -98,8 +98,8 @@ const DefaultLeaseTTL = 30 * time.Second
 // The name is also what DESIGN §11's rule for resources that are not
 // portable (driver.Portable) goes by: only the owner that bound a dirfs
 // workspace or a sqlitedb database reopens it; a new owner binds anew from
-// the checkpoint covering the head, or fails the execution with
-// resource_unavailable. A worker that should resume its own executions
+// the checkpoint covering the head, or, with the head uncovered, appends
+// nothing and leaves the execution to that owner (DESIGN §15½.4). A worker that should resume its own executions
 // after a restart, with its workspaces as it left them, keeps its name
 // across restarts.
 func WithOwner(name string) Option {

@@ -130,6 +130,14 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 			var leases []eventlog.Lease
 			leases, err = claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
 			for _, l := range leases {
+				if k.awaits.skip(l.ID, k.now()) {
+					// Left to its owner (awaiting.go): released at once,
+					// neither loaded nor dispatched, until its backoff
+					// passes. The store still offers it to each poll: a
+					// store-side field would spare the claim.
+					_ = claimer.Release(context.WithoutCancel(ctx), l)
+					continue
+				}
 				slots <- struct{}{}
 				start(l.ID, func() error { return k.runLeased(ctx, claimer, l, o) })
 			}
