@@ -81,7 +81,7 @@ const (
 	FailResourceMismatch      FailureCode = "resource_mismatch"      // a driver differs from the recorded binding
 	FailResource              FailureCode = "resource"               // a driver failed to create or open a resource
 	FailDeadline              FailureCode = "deadline"               // the execution's deadline passed (DESIGN §9)
-	FailResourceUnavailable   FailureCode = "resource_unavailable"   // a new owner cannot open a binding and the head is uncovered (DESIGN §11)
+	FailResourceUnavailable   FailureCode = "resource_unavailable"   // a new owner could not open a binding, the head uncovered (DESIGN §11); read in old logs, no longer written (§15½.4)
 	FailNondeterministic      FailureCode = "nondeterministic"       // under sdk.Strict, the handler diverged from its recorded history (DESIGN §15)
 )
 

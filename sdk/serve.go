@@ -248,7 +248,7 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, mu *sync.Mute
 // and runs the next dispatch itself. No other owner can have held the
 // execution in between, so its resources that open only for this owner
 // (DESIGN §11) reopen, where a takeover would have had to restore them
-// from a checkpoint or fail with resource_unavailable. A lease found taken
+// from a checkpoint or leave to their owner (DESIGN §15½.4). A lease found taken
 // over, or an error no retry mends, ends it.
 func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease, o serveOptions) error {
 	for {
