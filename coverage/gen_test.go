@@ -24,7 +24,8 @@ var (
 // genWake is the RetryAt and WakeAt of generated events.
 var genWake = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// bodiless returns one event of each Part II kind that has no body.
+// bodiless returns one event of each Part II and Part III kind that has no
+// body.
 func bodiless() []eventlog.Payload {
 	return []eventlog.Payload{
 		&eventlog.CancelRequested{Reason: "r"},
@@ -36,6 +37,10 @@ func bodiless() []eventlog.Payload {
 		&eventlog.ApprovalRejected{StepID: "s2"},
 		&eventlog.MarkerRecorded{Name: "m"},
 		&eventlog.ForkDiverged{Unconsumed: []string{"s1"}},
+		&eventlog.MessageReceived{MessageID: "m1", Topic: "chat", Value: []byte(`"hi"`)},
+		&eventlog.EventSet{Key: "progress", Value: []byte(`1`)},
+		&eventlog.DispatchParked{Reason: eventlog.ParkMessage},
+		&eventlog.StepDenied{StepID: "s3", StepKind: eventlog.StepTool, Target: "t", Reason: "r", RuleID: "r1", Code: eventlog.DenyBudget},
 	}
 }
 
@@ -77,9 +82,14 @@ func genMore(t *rapid.T, events []eventlog.Event, o genOpts, n int) []eventlog.E
 					affects = append(affects, k)
 				}
 			}
-			kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild}).Draw(t, "kind")
+			kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild, eventlog.StepRecv}).Draw(t, "kind")
+			var wake time.Time
+			if kind == eventlog.StepRecv {
+				// A recv step has no body: it affects nothing (DESIGN §21½.1).
+				affects, wake = nil, genWake
+			}
 			add(&eventlog.StepStarted{StepID: rapid.SampledFrom(genSteps).Draw(t, "step"), StepKind: kind, Target: "t",
-				Resources: affects, Idempotency: eventlog.SafeToRetry, Attempt: 1})
+				Resources: affects, Idempotency: eventlog.SafeToRetry, Attempt: 1, WakeAt: wake})
 		case "land":
 			id := rapid.SampledFrom(genSteps).Draw(t, "step")
 			switch rapid.IntRange(0, 5).Draw(t, "terminal") {

@@ -52,7 +52,8 @@ func naiveScan(events []eventlog.Event, key string, n int) naiveResource {
 			if !r.bound {
 				continue
 			}
-			advances := !r.reuse || (p.StepKind != eventlog.StepLLM && slices.Contains(p.Resources, key))
+			// A recv step has no body and advances nothing (DESIGN §21½.1).
+			advances := p.StepKind != eventlog.StepRecv && (!r.reuse || (p.StepKind != eventlog.StepLLM && slices.Contains(p.Resources, key)))
 			if advances {
 				r.generation++
 				r.inFlight[p.StepID] = true

@@ -14,9 +14,10 @@ import (
 
 // FormatVersion is the version byte that starts every encoded event record
 // this build writes. A change to any kind code or field tag is a new format
-// version. Version 2 added the kinds and fields of DESIGN §8½; a version 1
-// record still decodes, and holds none of them.
-const FormatVersion byte = 2
+// version. Version 2 added the kinds and fields of DESIGN §8½, version 3
+// those of Part III (§21½.7); a version 1 or 2 record still decodes, and
+// holds none of what later versions added.
+const FormatVersion byte = 3
 
 // MinFormatVersion is the oldest record format version DecodeRecord reads.
 const MinFormatVersion byte = 1
@@ -128,6 +129,11 @@ func DecodeRecord(seq uint64, b []byte) (Event, error) {
 			return Event{}, fmt.Errorf("%w: %s payload: %s in a format version %d record (it is a version 2 field)", ErrCorrupt, kind, f, version)
 		}
 	}
+	if version < 3 {
+		if f := v3Field(ev.Data); f != "" {
+			return Event{}, fmt.Errorf("%w: %s payload: %s in a format version %d record (it is a version 3 field)", ErrCorrupt, kind, f, version)
+		}
+	}
 	utcTimes(ev.Data)
 	if err := ev.Data.validate(); err != nil {
 		return Event{}, fmt.Errorf("%w: %s payload: %v", ErrCorrupt, kind, err)
@@ -202,6 +208,92 @@ func v2CaptureReason(r CaptureReason) string {
 	return ""
 }
 
+// V3Fields lists, per kind of format version 1 or 2, the field tags that
+// format version 3 added (the kinds that version 3 added are all version
+// 3). A version 1 or 2 record that sets one of them, or holds step kind
+// recv or park reason rate_limit or message, does not decode.
+var V3Fields = map[Kind][]string{
+	KindExecutionCreated:  {"version", "queue", "priority", "budget"},
+	KindStepStarted:       {"wake_at"},
+	KindStepSucceeded:     {"tokens", "truncated"},
+	KindStepDenied:        {"rule_id", "code"},
+	KindResourceBound:     {"portable"},
+	KindForkCreated:       {"version", "budget", "messages"},
+	KindApprovalRequested: {"rule_id", "expires_at", "approvers", "message"},
+}
+
+// v3Field returns the tag of a field (or value) of p that format version 3
+// added and p sets, or "".
+func v3Field(p Payload) string {
+	switch p := p.(type) {
+	case *ExecutionCreated:
+		switch {
+		case p.Version != "":
+			return "version"
+		case p.Queue != "":
+			return "queue"
+		case p.Priority != 0:
+			return "priority"
+		case p.Budget != Limits{}:
+			return "budget"
+		}
+	case *StepStarted:
+		switch {
+		case !p.WakeAt.IsZero():
+			return "wake_at"
+		case p.StepKind == StepRecv:
+			return "step_kind recv"
+		}
+	case *StepSucceeded:
+		switch {
+		case p.Tokens != Tokens{}:
+			return "tokens"
+		case p.Truncated:
+			return "truncated"
+		}
+	case *StepDenied:
+		switch {
+		case p.StepKind == StepRecv:
+			return "step_kind recv"
+		case p.RuleID != "":
+			return "rule_id"
+		case p.Code != "":
+			return "code"
+		}
+	case *ResourceBound:
+		if p.Portable {
+			return "portable"
+		}
+	case *ForkCreated:
+		switch {
+		case p.Version != "":
+			return "version"
+		case p.Budget != Limits{}:
+			return "budget"
+		case len(p.Messages) > 0:
+			return "messages"
+		}
+	case *ApprovalRequested:
+		switch {
+		case p.StepKind == StepRecv:
+			return "step_kind recv"
+		case p.RuleID != "":
+			return "rule_id"
+		case !p.ExpiresAt.IsZero():
+			return "expires_at"
+		case len(p.Approvers) > 0:
+			return "approvers"
+		case p.Message != "":
+			return "message"
+		}
+	case *DispatchParked:
+		if p.Reason == ParkRateLimit || p.Reason == ParkMessage {
+			return "reason " + string(p.Reason)
+		}
+	}
+	return ""
+}
+
 // utcTimes sets the location of p's non-zero times to UTC: msgpack decodes
 // a time in the local zone, and a decoded event must not depend on the
 // machine that reads it (the record header's time is UTC too).
@@ -214,6 +306,10 @@ func utcTimes(p Payload) {
 	switch p := p.(type) {
 	case *ExecutionCreated:
 		utc(&p.Deadline)
+	case *StepStarted:
+		utc(&p.WakeAt)
+	case *ApprovalRequested:
+		utc(&p.ExpiresAt)
 	case *StepFailed:
 		utc(&p.RetryAt)
 	case *ForkCreated:

@@ -39,16 +39,26 @@
 //
 // One table in kind.go holds, per kind, its code, wire name, the format
 // version that introduced it and when an append of it must be durable
-// ([MustSync]). Version 1 is DESIGN §3's thirteen kinds; version 2
-// ([FormatVersion], what this build writes) adds the kinds and fields of
+// ([MustSync]). Version 1 is DESIGN §3's thirteen kinds; version 2 adds the kinds and fields of
 // DESIGN §8½ in one step: execution.cancel_requested, execution.cancelled,
 // dispatch.parked, timer.started, timer.fired, approval.requested,
 // approval.granted, approval.rejected, marker.recorded, step.abandoned and
 // fork.diverged; execution.created Deadline and Key, dispatch.started Owner
 // and Epoch, step.failed RetryAt, fork.created Input, Overrides and
 // Deadline ([V2Fields]); the step kind child; and the capture reasons park
-// and shutdown (DESIGN §15½.8). A version 1 record still
-// decodes unchanged, and one that holds anything of version 2 is corrupt.
+// and shutdown (DESIGN §15½.8). Version 3
+// ([FormatVersion], what this build writes) adds Part III's (DESIGN
+// §21½.7): message.received and event.set; execution.created Version,
+// Queue, Priority and Budget; step.started WakeAt (of a recv step);
+// step.succeeded Tokens and Truncated; step.denied RuleID and Code
+// ([DenialCode]); resource.bound Portable; fork.created Version, Budget
+// and Messages; approval.requested RuleID, ExpiresAt, Approvers and
+// Message ([V3Fields]); the step kind recv (no body: [StepKind.HasBody])
+// and the park reasons rate_limit and message. A record of an older
+// version still decodes unchanged (a version 1 or 2 binding reads as not
+// Portable), and one that holds anything of a later version is corrupt.
+// The failure code resource_unavailable stays readable in old logs; the
+// kernel no longer writes it (DESIGN §15½.4).
 //
 // # Status
 //

@@ -50,14 +50,16 @@ var pinnedKinds = []struct {
 	{22, "marker.recorded"},
 	{23, "step.abandoned"},
 	{24, "fork.diverged"},
+	{25, "message.received"},
+	{26, "event.set"},
 }
 
 // pinnedSince is the format version that introduced each kind, and
 // pinnedSync its sync class (1 = synced before the caller sees the effect,
 // 2 = synced only for an at_most_once step), by code.
 var (
-	pinnedSince = []byte{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}
-	pinnedSync  = []eventlog.Sync{0, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+	pinnedSince = []byte{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3}
+	pinnedSync  = []eventlog.Sync{0, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
 )
 
 // pinnedFields lists, per payload struct, every field as "Name GoType tag".
@@ -67,6 +69,8 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.ExecutionCreated](): {
 		"Agent string agent", "Input []uint8 input,omitempty",
 		"Deadline time.Time deadline,omitempty", "Key string key,omitempty",
+		"Version string version,omitempty", "Queue string queue,omitempty", "Priority int priority,omitempty",
+		"Budget eventlog.Limits budget,omitempty",
 	},
 	reflect.TypeFor[eventlog.DispatchStarted](): {
 		"Dispatch uint64 dispatch", "Owner string owner,omitempty", "Epoch uint64 epoch,omitempty",
@@ -75,8 +79,24 @@ var pinnedFields = map[reflect.Type][]string{
 		"StepID string step_id", "StepKind eventlog.StepKind step_kind", "Target string target",
 		"Args []uint8 args,omitempty", "Resources []string resources,omitempty",
 		"Idempotency eventlog.Idempotency idempotency", "Attempt uint32 attempt",
+		"WakeAt time.Time wake_at,omitempty",
 	},
-	reflect.TypeFor[eventlog.StepSucceeded](): {"StepID string step_id", "Result []uint8 result,omitempty"},
+	reflect.TypeFor[eventlog.StepSucceeded](): {
+		"StepID string step_id", "Result []uint8 result,omitempty",
+		"Tokens eventlog.Tokens tokens,omitempty", "Truncated bool truncated,omitempty",
+	},
+	reflect.TypeFor[eventlog.Tokens](): {"Input uint64 input,omitempty", "Output uint64 output,omitempty"},
+	reflect.TypeFor[eventlog.Limits](): {
+		"MaxTokens uint64 max_tokens,omitempty", "MaxLLMCalls uint64 max_llm_calls,omitempty",
+		"MaxToolCalls uint64 max_tool_calls,omitempty",
+	},
+	reflect.TypeFor[eventlog.Message](): {
+		"MessageID string message_id", "Topic string topic", "Value []uint8 value,omitempty", "From string from,omitempty",
+	},
+	reflect.TypeFor[eventlog.MessageReceived](): {
+		"MessageID string message_id", "Topic string topic", "Value []uint8 value,omitempty", "From string from,omitempty",
+	},
+	reflect.TypeFor[eventlog.EventSet](): {"Key string key", "Value []uint8 value,omitempty"},
 	reflect.TypeFor[eventlog.StepFailed](): {
 		"StepID string step_id", "Error string error", "Indeterminate bool indeterminate,omitempty",
 		"RetryAt time.Time retry_at,omitempty",
@@ -84,11 +104,13 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.StepCancelled](): {"StepID string step_id"},
 	reflect.TypeFor[eventlog.StepDenied](): {
 		"StepID string step_id", "StepKind eventlog.StepKind step_kind", "Target string target", "Reason string reason",
+		"RuleID string rule_id,omitempty", "Code eventlog.DenialCode code,omitempty",
 	},
 	reflect.TypeFor[eventlog.ResourceBound](): {
 		"Key string key", "DriverID string driver_id", "Configuration json.RawMessage configuration,omitempty",
 		"Binding json.RawMessage binding", "From string from,omitempty", "EverySteps int every_steps",
 		"OnCompletion bool on_completion", "CoverageReuse bool coverage_reuse,omitempty",
+		"Portable bool portable,omitempty",
 	},
 	reflect.TypeFor[eventlog.ResourceCaptured](): {
 		"Key string key", "Ref string ref", "Generation uint64 generation", "Reason eventlog.CaptureReason reason",
@@ -101,7 +123,8 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.ForkCreated](): {
 		"Parent eventlog.ID parent", "At uint64 at", "Selections []eventlog.ForkSelection selections,omitempty",
 		"Input []uint8 input,omitempty", "Overrides []eventlog.StepOverride overrides,omitempty",
-		"Deadline time.Time deadline,omitempty",
+		"Deadline time.Time deadline,omitempty", "Version string version,omitempty",
+		"Budget eventlog.Limits budget,omitempty", "Messages []eventlog.Message messages,omitempty",
 	},
 	reflect.TypeFor[eventlog.ForkSelection](): {
 		"Key string key", "Ref string ref,omitempty", "CapturedAt uint64 captured_at,omitempty",
@@ -116,6 +139,8 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.ApprovalRequested](): {
 		"StepID string step_id", "StepKind eventlog.StepKind step_kind", "Target string target",
 		"Args []uint8 args,omitempty", "Reason string reason,omitempty",
+		"RuleID string rule_id,omitempty", "ExpiresAt time.Time expires_at,omitempty",
+		"Approvers []string approvers,omitempty", "Message string message,omitempty",
 	},
 	reflect.TypeFor[eventlog.ApprovalGranted]():  {"StepID string step_id", "By string by,omitempty", "Note string note,omitempty"},
 	reflect.TypeFor[eventlog.ApprovalRejected](): {"StepID string step_id", "By string by,omitempty", "Note string note,omitempty"},
@@ -127,30 +152,32 @@ var pinnedFields = map[reflect.Type][]string{
 // pinnedKeys is the set of map keys each kind's payload is encoded with:
 // all of them for fullEvents, the ones without omitempty for minimalEvents.
 var pinnedKeys = map[eventlog.Kind][2][]string{
-	eventlog.KindExecutionCreated:      {{"agent", "deadline", "input", "key"}, {"agent"}},
+	eventlog.KindExecutionCreated:      {{"agent", "budget", "deadline", "input", "key", "priority", "queue", "version"}, {"agent"}},
 	eventlog.KindDispatchStarted:       {{"dispatch", "epoch", "owner"}, {"dispatch"}},
-	eventlog.KindStepStarted:           {{"args", "attempt", "idempotency", "resources", "step_id", "step_kind", "target"}, {"attempt", "idempotency", "step_id", "step_kind", "target"}},
-	eventlog.KindStepSucceeded:         {{"result", "step_id"}, {"step_id"}},
+	eventlog.KindStepStarted:           {{"args", "attempt", "idempotency", "step_id", "step_kind", "target", "wake_at"}, {"attempt", "idempotency", "step_id", "step_kind", "target"}},
+	eventlog.KindStepSucceeded:         {{"result", "step_id", "tokens", "truncated"}, {"step_id"}},
 	eventlog.KindStepFailed:            {{"error", "retry_at", "step_id"}, {"error", "step_id"}},
 	eventlog.KindStepCancelled:         {{"step_id"}, {"step_id"}},
-	eventlog.KindStepDenied:            {{"reason", "step_id", "step_kind", "target"}, {"reason", "step_id", "step_kind", "target"}},
-	eventlog.KindResourceBound:         {{"binding", "configuration", "coverage_reuse", "driver_id", "every_steps", "from", "key", "on_completion"}, {"binding", "driver_id", "every_steps", "key", "on_completion"}},
+	eventlog.KindStepDenied:            {{"code", "reason", "rule_id", "step_id", "step_kind", "target"}, {"reason", "step_id", "step_kind", "target"}},
+	eventlog.KindResourceBound:         {{"binding", "configuration", "coverage_reuse", "driver_id", "every_steps", "from", "key", "on_completion", "portable"}, {"binding", "driver_id", "every_steps", "key", "on_completion"}},
 	eventlog.KindResourceCaptured:      {{"generation", "key", "reason", "ref"}, {"generation", "key", "reason", "ref"}},
 	eventlog.KindResourceCaptureFailed: {{"error", "key", "reason"}, {"error", "key", "reason"}},
 	eventlog.KindExecutionCompleted:    {{"output"}, {}},
 	eventlog.KindExecutionFailed:       {{"code", "error"}, {"code", "error"}},
-	eventlog.KindForkCreated:           {{"at", "deadline", "input", "overrides", "parent", "selections"}, {"at", "parent"}},
+	eventlog.KindForkCreated:           {{"at", "budget", "deadline", "input", "messages", "overrides", "parent", "selections", "version"}, {"at", "parent"}},
 	eventlog.KindCancelRequested:       {{"by", "reason"}, {}},
 	eventlog.KindExecutionCancelled:    {{"reason"}, {}},
 	eventlog.KindDispatchParked:        {{"reason", "wake_at"}, {"reason"}},
 	eventlog.KindTimerStarted:          {{"timer_id", "wake_at"}, {"timer_id", "wake_at"}},
 	eventlog.KindTimerFired:            {{"timer_id"}, {"timer_id"}},
-	eventlog.KindApprovalRequested:     {{"args", "reason", "step_id", "step_kind", "target"}, {"step_id", "step_kind", "target"}},
+	eventlog.KindApprovalRequested:     {{"approvers", "args", "expires_at", "message", "reason", "rule_id", "step_id", "step_kind", "target"}, {"step_id", "step_kind", "target"}},
 	eventlog.KindApprovalGranted:       {{"by", "note", "step_id"}, {"step_id"}},
 	eventlog.KindApprovalRejected:      {{"by", "note", "step_id"}, {"step_id"}},
 	eventlog.KindMarkerRecorded:        {{"name"}, {"name"}},
 	eventlog.KindStepAbandoned:         {{"step_id"}, {"step_id"}},
 	eventlog.KindForkDiverged:          {{"unconsumed"}, {"unconsumed"}},
+	eventlog.KindMessageReceived:       {{"from", "message_id", "topic", "value"}, {"message_id", "topic"}},
+	eventlog.KindEventSet:              {{"key", "value"}, {"key"}},
 }
 
 // TestFormatPinned fails on any change to the persisted event format: kind
@@ -160,8 +187,8 @@ var pinnedKeys = map[eventlog.Kind][2][]string{
 // one, or undo the change.
 func TestFormatPinned(t *testing.T) {
 	t.Run("version", func(t *testing.T) {
-		if eventlog.FormatVersion != 2 || eventlog.MinFormatVersion != 1 {
-			t.Errorf("FormatVersion = %d, MinFormatVersion = %d, pinned 2 and 1", eventlog.FormatVersion, eventlog.MinFormatVersion)
+		if eventlog.FormatVersion != 3 || eventlog.MinFormatVersion != 1 {
+			t.Errorf("FormatVersion = %d, MinFormatVersion = %d, pinned 3 and 1", eventlog.FormatVersion, eventlog.MinFormatVersion)
 		}
 		want := map[eventlog.Kind][]string{
 			eventlog.KindExecutionCreated: {"deadline", "key"},
@@ -171,6 +198,18 @@ func TestFormatPinned(t *testing.T) {
 		}
 		if d := cmp.Diff(want, eventlog.V2Fields); d != "" {
 			t.Errorf("V2Fields (-pinned +now):\n%s", d)
+		}
+		want3 := map[eventlog.Kind][]string{
+			eventlog.KindExecutionCreated:  {"version", "queue", "priority", "budget"},
+			eventlog.KindStepStarted:       {"wake_at"},
+			eventlog.KindStepSucceeded:     {"tokens", "truncated"},
+			eventlog.KindStepDenied:        {"rule_id", "code"},
+			eventlog.KindResourceBound:     {"portable"},
+			eventlog.KindForkCreated:       {"version", "budget", "messages"},
+			eventlog.KindApprovalRequested: {"rule_id", "expires_at", "approvers", "message"},
+		}
+		if d := cmp.Diff(want3, eventlog.V3Fields); d != "" {
+			t.Errorf("V3Fields (-pinned +now):\n%s", d)
 		}
 	})
 
@@ -194,7 +233,7 @@ func TestFormatPinned(t *testing.T) {
 				t.Errorf("%s: Since %d Sync %d, pinned %d %d", k, k.Since(), k.Sync(), pinnedSince[pk.code], pinnedSync[pk.code])
 			}
 		}
-		for _, code := range []byte{0, 25, 255} {
+		for _, code := range []byte{0, 27, 255} {
 			k := eventlog.Kind(code)
 			if k.Valid() || k.String() != fmt.Sprintf("kind(%d)", code) {
 				t.Errorf("Kind(%d): Valid %v String %q", code, k.Valid(), k)
@@ -240,6 +279,9 @@ func TestFormatPinned(t *testing.T) {
 			string(eventlog.ParkTimer), string(eventlog.ParkRetry), string(eventlog.ParkApproval), string(eventlog.ParkChild),
 			string(eventlog.FailNondeterministic),
 			string(eventlog.CapturePark), string(eventlog.CaptureShutdown),
+			string(eventlog.StepRecv), string(eventlog.ParkRateLimit), string(eventlog.ParkMessage),
+			string(eventlog.DenyPolicy), string(eventlog.DenyRateLimited), string(eventlog.DenyBudget),
+			string(eventlog.DenyApprovalExpired), string(eventlog.DenyApprovalRejected),
 		}
 		want := []string{
 			"tool", "local", "llm",
@@ -250,6 +292,8 @@ func TestFormatPinned(t *testing.T) {
 			"timer", "retry", "approval", "child",
 			"nondeterministic",
 			"park", "shutdown",
+			"recv", "rate_limit", "message",
+			"policy", "rate_limited", "budget", "approval_expired", "approval_rejected",
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("enum values (-pinned +now):\n%s", d)
@@ -259,8 +303,8 @@ func TestFormatPinned(t *testing.T) {
 	t.Run("header layout", func(t *testing.T) {
 		for _, ev := range fullEvents() {
 			rec := mustRecord(ev)
-			if rec[0] != 2 {
-				t.Errorf("%s: byte 0 = %d, want the format version 2", ev.Kind(), rec[0])
+			if rec[0] != 3 {
+				t.Errorf("%s: byte 0 = %d, want the format version 3", ev.Kind(), rec[0])
 			}
 			if rec[1] != byte(ev.Kind()) {
 				t.Errorf("%s: byte 1 = %d, want the kind code %d", ev.Kind(), rec[1], byte(ev.Kind()))
@@ -317,25 +361,29 @@ func TestFormatPinned(t *testing.T) {
 	})
 
 	t.Run("golden records", func(t *testing.T) {
-		checkGolden(t, filepath.Join("testdata", "records_v2.golden"), goldenRecords())
+		checkGolden(t, filepath.Join("testdata", "records_v3.golden"), goldenRecords())
+	})
+
+	t.Run("golden version 2 records", func(t *testing.T) {
+		checkGoldenOld(t, filepath.Join("testdata", "records_v2.golden"), 2, fullEventsV2())
 	})
 
 	t.Run("golden version 1 records", func(t *testing.T) {
-		checkGoldenV1(t, filepath.Join("testdata", "records.golden"))
+		checkGoldenOld(t, filepath.Join("testdata", "records.golden"), 1, fullEventsV1())
 	})
 }
 
-// checkGoldenV1 checks that the version 1 records written by the version 1
-// encoder (testdata/records.golden, never rewritten) still decode to their
-// sample events, and that version 2 changed nothing in how those events
-// are encoded but the version byte.
-func checkGoldenV1(t *testing.T, path string) {
+// checkGoldenOld checks that the records of an older format version,
+// written by that version's encoder (testdata/records.golden for version
+// 1, records_v2.golden for version 2, never rewritten), still decode to
+// their sample events evs, and that later versions changed nothing in how
+// those events are encoded but the version byte.
+func checkGoldenOld(t *testing.T, path string, version byte, evs []eventlog.Event) {
 	t.Helper()
 	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := fullEventsV1()
 	i := 0
 	sc := bufio.NewScanner(strings.NewReader(string(want)))
 	sc.Buffer(nil, 1<<20)
@@ -352,8 +400,8 @@ func checkGoldenV1(t *testing.T, path string) {
 		if err != nil {
 			t.Fatalf("%s: %s: %v", path, name, err)
 		}
-		if rec[0] != 1 {
-			t.Errorf("%s: %s: version %d, want 1", path, name, rec[0])
+		if rec[0] != version {
+			t.Errorf("%s: %s: version %d, want %d", path, name, rec[0], version)
 		}
 		ev, err := eventlog.DecodeRecord(evs[i].Seq, rec)
 		if err != nil {
@@ -361,10 +409,11 @@ func checkGoldenV1(t *testing.T, path string) {
 		} else if d := eventDiff(evs[i], ev); d != "" || ev.Kind().String() != name {
 			t.Errorf("%s: %s decodes as %s (-want +got):\n%s", path, name, ev.Kind(), d)
 		}
-		v2 := mustRecord(evs[i])
-		v2[0] = 1
-		if got := reseal(v2); !bytes.Equal(got, rec) {
-			t.Errorf("%s: %s: the version 2 encoding with version byte 1 is\n%x, the version 1 record is\n%x", path, name, got, rec)
+		now := mustRecord(evs[i])
+		now[0] = version
+		if got := reseal(now); !bytes.Equal(got, rec) {
+			t.Errorf("%s: %s: the version %d encoding with version byte %d is\n%x, the version %d record is\n%x",
+				path, name, eventlog.FormatVersion, version, got, version, rec)
 		}
 		i++
 	}
@@ -388,7 +437,7 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 // goldenRecords is the text of testdata/records.golden.
 func goldenRecords() string {
 	var b strings.Builder
-	b.WriteString("# The exact format version 2 record of each sample event (fullEvents in\n# sample_test.go),\n")
+	b.WriteString("# The exact format version 3 record of each sample event (fullEvents in\n# sample_test.go),\n")
 	b.WriteString("# one line per kind: wire name, then the record in hex. Any change here is\n")
 	b.WriteString("# a change to the on-disk format. Regenerate with\n")
 	b.WriteString("#   go test ./eventlog -run TestFormatPinned -rewrite\n")

@@ -117,6 +117,11 @@ func (s *IndexState) Apply(ev Event) ([]ResourceState, error) {
 				return nil, fmt.Errorf("%w: step %s affects %q, which is not bound", ErrInvalid, p.StepID, k)
 			}
 		}
+		if !p.StepKind.HasBody() {
+			// A recv step has no body (DESIGN §21½.1): it advances nothing
+			// and is never in flight.
+			return nil, nil
+		}
 		var out []ResourceState
 		for _, k := range s.keys {
 			st := s.res[k]

@@ -91,15 +91,27 @@ var (
 // PayloadFields lists a payload's fields for people: every field under its
 // json tag, in declaration order; recorded values as JSON ([JSONValue])
 // rather than bytes; IDs and times as text ("" when zero). A field that
-// format version 2 added to a kind of version 1 ([V2Fields]) is left out
+// format version 2 or 3 added to an older kind ([V2Fields], [V3Fields]) is left out
 // while it is zero, so events that do not use it read as before. A nil
 // payload has no fields.
 func PayloadFields(p Payload) Fields {
 	if p == nil {
 		return nil
 	}
-	return objectOf(reflect.ValueOf(p), V2Fields[p.Kind()])
+	return objectOf(reflect.ValueOf(p), laterFields[p.Kind()])
 }
+
+// laterFields lists, per kind, the fields that format versions 2 and 3
+// added to it ([V2Fields], [V3Fields]).
+var laterFields = func() map[Kind][]string {
+	m := map[Kind][]string{}
+	for _, f := range []map[Kind][]string{V2Fields, V3Fields} {
+		for k, tags := range f {
+			m[k] = append(m[k], tags...)
+		}
+	}
+	return m
+}()
 
 // payloadJSON is the JSON of a payload: its [PayloadFields] as an object.
 func payloadJSON(p Payload) ([]byte, error) { return PayloadFields(p).MarshalJSON() }
@@ -252,3 +264,9 @@ func (p *StepAbandoned) MarshalJSON() ([]byte, error) { return payloadJSON(p) }
 
 // MarshalJSON implements json.Marshaler (see [JSONValue]).
 func (p *ForkDiverged) MarshalJSON() ([]byte, error) { return payloadJSON(p) }
+
+// MarshalJSON implements json.Marshaler (see [JSONValue]).
+func (p *MessageReceived) MarshalJSON() ([]byte, error) { return payloadJSON(p) }
+
+// MarshalJSON implements json.Marshaler (see [JSONValue]).
+func (p *EventSet) MarshalJSON() ([]byte, error) { return payloadJSON(p) }

@@ -7,8 +7,8 @@ import "fmt"
 // TestFormatPinned) and never change meaning.
 type Kind uint8
 
-// The event kinds of DESIGN §3 (format version 1) and §8½ (format version
-// 2). The numbers are the on-disk codes.
+// The event kinds of DESIGN §3 (format version 1), §8½ (format version 2)
+// and Part III (format version 3). The numbers are the on-disk codes.
 const (
 	KindExecutionCreated      Kind = 1  // execution.created
 	KindDispatchStarted       Kind = 2  // dispatch.started
@@ -35,6 +35,9 @@ const (
 	KindMarkerRecorded     Kind = 22 // marker.recorded (format 2)
 	KindStepAbandoned      Kind = 23 // step.abandoned (format 2)
 	KindForkDiverged       Kind = 24 // fork.diverged (format 2)
+
+	KindMessageReceived Kind = 25 // message.received (format 3)
+	KindEventSet        Kind = 26 // event.set (format 3)
 )
 
 // Sync says when an append holding an event must have reached the disk.
@@ -63,7 +66,8 @@ type kindSpec struct {
 
 // kinds is the format table, indexed by kind code. The payload types and
 // their field tags (payload.go) are the rest of the format; the field tags
-// that format version 2 added are listed in v2Fields (codec.go).
+// that format versions 2 and 3 added are listed in V2Fields and V3Fields
+// (codec.go).
 var kinds = [...]kindSpec{
 	KindExecutionCreated:      {"execution.created", 1, SyncBeforeEffect, func() Payload { return new(ExecutionCreated) }},
 	KindDispatchStarted:       {"dispatch.started", 1, SyncBeforeEffect, func() Payload { return new(DispatchStarted) }},
@@ -89,6 +93,8 @@ var kinds = [...]kindSpec{
 	KindMarkerRecorded:        {"marker.recorded", 2, SyncBeforeEffect, func() Payload { return new(MarkerRecorded) }},
 	KindStepAbandoned:         {"step.abandoned", 2, SyncBeforeEffect, func() Payload { return new(StepAbandoned) }},
 	KindForkDiverged:          {"fork.diverged", 2, SyncBeforeEffect, func() Payload { return new(ForkDiverged) }},
+	KindMessageReceived:       {"message.received", 3, SyncBeforeEffect, func() Payload { return new(MessageReceived) }},
+	KindEventSet:              {"event.set", 3, SyncBeforeEffect, func() Payload { return new(EventSet) }},
 }
 
 // Kinds returns every known kind in code order.
@@ -103,7 +109,7 @@ func Kinds() []Kind {
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { return k >= KindExecutionCreated && int(k) < len(kinds) }
 
-// Since returns the record format version that introduced k (1 or 2), or 0
+// Since returns the record format version that introduced k (1, 2 or 3), or 0
 // for an unknown kind. A record of an older version never holds k.
 func (k Kind) Since() byte {
 	if !k.Valid() {

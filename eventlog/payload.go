@@ -26,12 +26,21 @@ const (
 	StepLocal StepKind = "local" // a local step (Step)
 	StepLLM   StepKind = "llm"   // an LLM call recorded by the transport
 	StepChild StepKind = "child" // a child execution started and awaited (format 2)
+	// StepRecv is sdk.Recv waiting for a message (format 3, DESIGN §21½.1).
+	// It has no body: its step.started advances no resource, it is never
+	// counted by a checkpoint policy and never gated; it affects nothing.
+	StepRecv StepKind = "recv"
 )
 
 // Valid reports whether k is one of the step kinds.
 func (k StepKind) Valid() bool {
-	return k == StepTool || k == StepLocal || k == StepLLM || k == StepChild
+	return k == StepTool || k == StepLocal || k == StepLLM || k == StepChild || k == StepRecv
 }
+
+// HasBody reports whether a step of kind k runs a body that may change
+// resources: every kind but recv (DESIGN §21½.1). A step without a body
+// advances nothing and is never counted.
+func (k StepKind) HasBody() bool { return k != StepRecv }
 
 // Idempotency says what may happen to a step orphaned by a dead dispatch.
 type Idempotency string
@@ -83,7 +92,7 @@ const (
 	FailResourceMismatch      FailureCode = "resource_mismatch"      // a driver differs from the recorded binding
 	FailResource              FailureCode = "resource"               // a driver failed to create or open a resource
 	FailDeadline              FailureCode = "deadline"               // the execution's deadline passed (DESIGN §9)
-	FailResourceUnavailable   FailureCode = "resource_unavailable"   // a new owner cannot open a binding and the head is uncovered (DESIGN §11)
+	FailResourceUnavailable   FailureCode = "resource_unavailable"   // a new owner could not open a binding, the head uncovered (DESIGN §11); read in old logs, no longer written (§15½.4)
 	FailNondeterministic      FailureCode = "nondeterministic"       // under sdk.Strict, the handler diverged from its recorded history (DESIGN §15)
 )
 
@@ -98,15 +107,72 @@ const (
 	ParkRetry    ParkReason = "retry"    // a retry backoff
 	ParkApproval ParkReason = "approval" // an approval.requested without decision
 	ParkChild    ParkReason = "child"    // a child execution that has not ended
+	// ParkRateLimit waits for a rate limit's window to free a call
+	// (format 3, DESIGN §17).
+	ParkRateLimit ParkReason = "rate_limit"
+	// ParkMessage waits for a message to sdk.Recv, or its timeout (format 3,
+	// DESIGN §18).
+	ParkMessage ParkReason = "message"
 )
 
 // Valid reports whether r is one of the park reasons.
 func (r ParkReason) Valid() bool {
-	return r == ParkTimer || r == ParkRetry || r == ParkApproval || r == ParkChild
+	return r == ParkTimer || r == ParkRetry || r == ParkApproval || r == ParkChild || r == ParkRateLimit || r == ParkMessage
 }
 
 // needsWake reports whether a dispatch parked for r must name its wake time.
-func (r ParkReason) needsWake() bool { return r == ParkTimer || r == ParkRetry }
+func (r ParkReason) needsWake() bool { return r == ParkTimer || r == ParkRetry || r == ParkRateLimit }
+
+// DenialCode classifies why a call was denied (format 3). Records of
+// format versions 1 and 2 have none ("").
+type DenialCode string
+
+// The denial codes of DESIGN Part III.
+const (
+	DenyPolicy           DenialCode = "policy"            // a gate or a policy rule denied it
+	DenyRateLimited      DenialCode = "rate_limited"      // a rate limit's wait was longer than allowed
+	DenyBudget           DenialCode = "budget"            // the execution's budget is spent
+	DenyApprovalExpired  DenialCode = "approval_expired"  // an approval request passed its ExpiresAt
+	DenyApprovalRejected DenialCode = "approval_rejected" // an approval request was rejected
+)
+
+// Valid reports whether c is one of the denial codes.
+func (c DenialCode) Valid() bool {
+	return c == DenyPolicy || c == DenyRateLimited || c == DenyBudget || c == DenyApprovalExpired || c == DenyApprovalRejected
+}
+
+// Tokens is the token usage an LLM call's response reported (format 3).
+type Tokens struct {
+	Input  uint64 `msgpack:"input,omitempty" json:"input"`
+	Output uint64 `msgpack:"output,omitempty" json:"output"`
+}
+
+// Limits is an execution's budget (format 3, DESIGN §17): at most so many
+// tokens, LLM calls and tool calls over the lineage; 0 is no limit.
+type Limits struct {
+	MaxTokens    uint64 `msgpack:"max_tokens,omitempty" json:"max_tokens"`
+	MaxLLMCalls  uint64 `msgpack:"max_llm_calls,omitempty" json:"max_llm_calls"`
+	MaxToolCalls uint64 `msgpack:"max_tool_calls,omitempty" json:"max_tool_calls"`
+}
+
+// Message is one message received by an execution (DESIGN §18): its
+// idempotency ID, topic, value (encoded by the SDK) and sender.
+type Message struct {
+	MessageID string `msgpack:"message_id" json:"message_id"`
+	Topic     string `msgpack:"topic" json:"topic"`
+	Value     []byte `msgpack:"value,omitempty" json:"value"`
+	From      string `msgpack:"from,omitempty" json:"from"`
+}
+
+func (m *Message) validate() error {
+	switch {
+	case m.MessageID == "":
+		return errors.New("empty message id")
+	case m.Topic == "":
+		return fmt.Errorf("message %s: empty topic", m.MessageID)
+	}
+	return nil
+}
 
 // ExecutionCreated is the first event of every root execution.
 type ExecutionCreated struct {
@@ -117,6 +183,14 @@ type ExecutionCreated struct {
 	Deadline time.Time `msgpack:"deadline,omitempty" json:"deadline"`
 	// Key is the idempotency key of sdk.WithKey; "" for none (format 2).
 	Key string `msgpack:"key,omitempty" json:"key"`
+	// Version is the code version of the kernel that started it; "" runs
+	// on any worker (format 3, DESIGN §19).
+	Version string `msgpack:"version,omitempty" json:"version"`
+	// Queue and Priority place it in a queue; "" for none (format 3).
+	Queue    string `msgpack:"queue,omitempty" json:"queue"`
+	Priority int    `msgpack:"priority,omitempty" json:"priority"`
+	// Budget limits what the lineage may spend (format 3, DESIGN §17).
+	Budget Limits `msgpack:"budget,omitempty" json:"budget"`
 }
 
 // DispatchStarted is written by each Run that begins executing the handler.
@@ -137,12 +211,20 @@ type StepStarted struct {
 	Resources   []string    `msgpack:"resources,omitempty" json:"resources"` // keys the call affects
 	Idempotency Idempotency `msgpack:"idempotency" json:"idempotency"`
 	Attempt     uint32      `msgpack:"attempt" json:"attempt"` // 1 for the first run
+	// WakeAt is when a recv step times out (start + timeout), so a resumed
+	// dispatch waits only the rest; only a recv step has one (format 3).
+	WakeAt time.Time `msgpack:"wake_at,omitempty" json:"wake_at"`
 }
 
 // StepSucceeded records the value a step returned.
 type StepSucceeded struct {
 	StepID string `msgpack:"step_id" json:"step_id"`
 	Result []byte `msgpack:"result,omitempty" json:"result"` // encoded by the SDK
+	// Tokens is the usage an llm step's response reported (format 3).
+	Tokens Tokens `msgpack:"tokens,omitempty" json:"tokens"`
+	// Truncated says the caller closed an llm step's streamed body before
+	// its end: Result holds what the caller read (format 3).
+	Truncated bool `msgpack:"truncated,omitempty" json:"truncated"`
 }
 
 // StepFailed records the error a step returned, or an orphaned at_most_once
@@ -168,6 +250,10 @@ type StepDenied struct {
 	StepKind StepKind `msgpack:"step_kind" json:"step_kind"`
 	Target   string   `msgpack:"target" json:"target"`
 	Reason   string   `msgpack:"reason" json:"reason"`
+	// RuleID names the policy rule that decided; "" for none (format 3).
+	RuleID string `msgpack:"rule_id,omitempty" json:"rule_id"`
+	// Code classifies the denial; "" only in records of format 1 and 2.
+	Code DenialCode `msgpack:"code,omitempty" json:"code"`
 }
 
 // ResourceBound records that an execution created its own resource for Key,
@@ -181,6 +267,10 @@ type ResourceBound struct {
 	EverySteps    int             `msgpack:"every_steps" json:"every_steps"`
 	OnCompletion  bool            `msgpack:"on_completion" json:"on_completion"`
 	CoverageReuse bool            `msgpack:"coverage_reuse,omitempty" json:"coverage_reuse"`
+	// Portable says the binding opens from any host (driver.IsPortable at
+	// bind time, DESIGN §15½.4). Bindings of format 1 and 2 read false: only
+	// their owner opens them (format 3).
+	Portable bool `msgpack:"portable,omitempty" json:"portable"`
 }
 
 // ResourceCaptured records a checkpoint of Key's resource at Generation.
@@ -224,6 +314,15 @@ type ForkCreated struct {
 	// Deadline is the fork's own deadline; a fork never inherits its
 	// parent's (format 2).
 	Deadline time.Time `msgpack:"deadline,omitempty" json:"deadline"`
+	// Version is the fork's code version: its parent's unless
+	// sdk.OnVersion (format 3, DESIGN §21½.5).
+	Version string `msgpack:"version,omitempty" json:"version"`
+	// Budget is the fork's budget: its parent's unless sdk.Budget on the
+	// fork (format 3, DESIGN §21½.9).
+	Budget Limits `msgpack:"budget,omitempty" json:"budget"`
+	// Messages are received at fork.created (sdk.WithMessages, format 3,
+	// DESIGN §21½.16).
+	Messages []Message `msgpack:"messages,omitempty" json:"messages"`
 }
 
 // StepOverride is a result a fork replays for one step instead of the
@@ -274,6 +373,15 @@ type ApprovalRequested struct {
 	Target   string   `msgpack:"target" json:"target"`
 	Args     []byte   `msgpack:"args,omitempty" json:"args"` // canonical encoding
 	Reason   string   `msgpack:"reason,omitempty" json:"reason"`
+	// RuleID names the policy rule that asked (format 3).
+	RuleID string `msgpack:"rule_id,omitempty" json:"rule_id"`
+	// ExpiresAt is when the request is denied as approval_expired; zero
+	// for never (format 3).
+	ExpiresAt time.Time `msgpack:"expires_at,omitempty" json:"expires_at"`
+	// Approvers may decide; none means anyone (format 3).
+	Approvers []string `msgpack:"approvers,omitempty" json:"approvers"`
+	// Message is shown to the approvers (format 3).
+	Message string `msgpack:"message,omitempty" json:"message"`
 }
 
 // ApprovalGranted records that a requested approval was granted: the step
@@ -309,6 +417,24 @@ type StepAbandoned struct {
 // consumed (DESIGN §12).
 type ForkDiverged struct {
 	Unconsumed []string `msgpack:"unconsumed" json:"unconsumed"`
+}
+
+// MessageReceived records a message sent to the execution (sdk.Send,
+// DESIGN §18), moved into the lineage by its owner (format 3). It has no
+// body: it advances nothing and is never counted.
+type MessageReceived struct {
+	MessageID string `msgpack:"message_id" json:"message_id"`
+	Topic     string `msgpack:"topic" json:"topic"`
+	Value     []byte `msgpack:"value,omitempty" json:"value"` // encoded by the SDK
+	From      string `msgpack:"from,omitempty" json:"from"`
+}
+
+// EventSet records a value the execution published under Key
+// (sdk.SetEvent, format 3). It has no body: it advances nothing and is
+// never counted.
+type EventSet struct {
+	Key   string `msgpack:"key" json:"key"`
+	Value []byte `msgpack:"value,omitempty" json:"value"` // encoded by the SDK
 }
 
 // ForkSelection is what a fork restores one resource from (DESIGN §5).
@@ -392,11 +518,20 @@ func (*StepAbandoned) Kind() Kind { return KindStepAbandoned }
 // Kind implements Payload.
 func (*ForkDiverged) Kind() Kind { return KindForkDiverged }
 
+// Kind implements Payload.
+func (*MessageReceived) Kind() Kind { return KindMessageReceived }
+
+// Kind implements Payload.
+func (*EventSet) Kind() Kind { return KindEventSet }
+
 var errEmptyStepID = errors.New("empty step id")
 
 func (p *ExecutionCreated) validate() error {
 	if p.Agent == "" {
 		return errors.New("empty agent")
+	}
+	if p.Priority != 0 && p.Queue == "" {
+		return fmt.Errorf("execution.created: priority %d without a queue", p.Priority)
 	}
 	return nil
 }
@@ -421,6 +556,10 @@ func (p *StepStarted) validate() error {
 		return fmt.Errorf("step %s: unknown idempotency %q", p.StepID, p.Idempotency)
 	case p.Attempt == 0:
 		return fmt.Errorf("step %s: attempt 0 (attempts start at 1)", p.StepID)
+	case p.StepKind != StepRecv && !p.WakeAt.IsZero():
+		return fmt.Errorf("step %s: a %s step with a wake time (only recv has one)", p.StepID, p.StepKind)
+	case !p.StepKind.HasBody() && len(p.Resources) > 0:
+		return fmt.Errorf("step %s: a %s step affects resources (it has no body)", p.StepID, p.StepKind)
 	}
 	for _, k := range p.Resources {
 		if k == "" {
@@ -431,6 +570,18 @@ func (p *StepStarted) validate() error {
 }
 
 func (p *StepSucceeded) validate() error { return stepIDPresent(p.StepID) }
+
+func (p *MessageReceived) validate() error {
+	m := Message{MessageID: p.MessageID, Topic: p.Topic}
+	return m.validate()
+}
+
+func (p *EventSet) validate() error {
+	if p.Key == "" {
+		return errors.New("event.set: empty key")
+	}
+	return nil
+}
 func (p *StepFailed) validate() error {
 	if p.StepID == "" {
 		return errEmptyStepID
@@ -449,6 +600,9 @@ func (p *StepDenied) validate() error {
 	}
 	if !p.StepKind.Valid() {
 		return fmt.Errorf("step %s: unknown step kind %q", p.StepID, p.StepKind)
+	}
+	if p.Code != "" && !p.Code.Valid() {
+		return fmt.Errorf("step %s: unknown denial code %q", p.StepID, p.Code)
 	}
 	return nil
 }
@@ -526,6 +680,16 @@ func (p *ForkCreated) validate() error {
 			return fmt.Errorf("fork.created: selection %q covered without a ref", s.Key)
 		}
 	}
+	for i := range p.Messages {
+		if err := p.Messages[i].validate(); err != nil {
+			return fmt.Errorf("fork.created: message %d: %w", i, err)
+		}
+		for _, prev := range p.Messages[:i] {
+			if prev.MessageID == p.Messages[i].MessageID {
+				return fmt.Errorf("fork.created: message id %q twice", prev.MessageID)
+			}
+		}
+	}
 	return nil
 }
 
@@ -565,6 +729,11 @@ func (p *ApprovalRequested) validate() error {
 	}
 	if !p.StepKind.Valid() {
 		return fmt.Errorf("step %s: unknown step kind %q", p.StepID, p.StepKind)
+	}
+	for i, a := range p.Approvers {
+		if a == "" {
+			return fmt.Errorf("step %s: approver %d is empty", p.StepID, i)
+		}
 	}
 	return nil
 }

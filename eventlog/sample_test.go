@@ -33,6 +33,37 @@ var sampleWake = time.Date(2025, 3, 14, 16, 0, 0, 123456789, time.FixedZone("CET
 // fullEvents returns one event of every kind, in code order, with every
 // field of its payload set to a non-zero value.
 func fullEvents() []eventlog.Event {
+	evs := fullEventsV2()
+	ec := evs[0].Data.(*eventlog.ExecutionCreated)
+	ec.Version, ec.Queue, ec.Priority = "v7", "default", -2
+	ec.Budget = eventlog.Limits{MaxTokens: 100000, MaxLLMCalls: 50, MaxToolCalls: 200}
+	evs[2].Data = &eventlog.StepStarted{StepID: "st-1", StepKind: eventlog.StepRecv, Target: "chat",
+		Args: []byte{0x81, 0xa5, 't', 'o', 'p', 'i', 'c'}, Idempotency: eventlog.SafeToRetry, Attempt: 2, WakeAt: sampleWake}
+	ss := evs[3].Data.(*eventlog.StepSucceeded)
+	ss.Tokens, ss.Truncated = eventlog.Tokens{Input: 1200, Output: 345}, true
+	sd := evs[6].Data.(*eventlog.StepDenied)
+	sd.RuleID, sd.Code = "llm-budget", eventlog.DenyBudget
+	evs[7].Data.(*eventlog.ResourceBound).Portable = true
+	fc := evs[12].Data.(*eventlog.ForkCreated)
+	fc.Version = "v8"
+	fc.Budget = eventlog.Limits{MaxTokens: 5000, MaxLLMCalls: 3, MaxToolCalls: 9}
+	fc.Messages = []eventlog.Message{{MessageID: "m-1", Topic: "chat", Value: []byte(`"edited question"`), From: "alice"}}
+	ar := evs[18].Data.(*eventlog.ApprovalRequested)
+	ar.RuleID, ar.ExpiresAt, ar.Approvers, ar.Message = "review-rm", sampleWake, []string{"bob", "carol"}, "please check"
+	for _, p := range []eventlog.Payload{
+		&eventlog.MessageReceived{MessageID: "m-2", Topic: "chat", Value: []byte(`{"text":"hello"}`), From: "bob"},
+		&eventlog.EventSet{Key: "progress", Value: []byte(`0.5`)},
+	} {
+		i := len(evs)
+		evs = append(evs, eventlog.Event{Seq: uint64(i + 1), Time: sampleTime.Add(time.Duration(i) * time.Millisecond), Data: p})
+	}
+	return evs
+}
+
+// fullEventsV2 returns one event of every kind of format version 2, in code
+// order, with every field of format version 2 set to a non-zero value: the
+// events of testdata/records_v2.golden, written by the version 2 encoder.
+func fullEventsV2() []eventlog.Event {
 	evs := fullEventsV1()
 	evs[0].Data.(*eventlog.ExecutionCreated).Deadline = sampleWake
 	evs[0].Data.(*eventlog.ExecutionCreated).Key = "order-42"
@@ -129,6 +160,8 @@ func minimalEvents() []eventlog.Event {
 		&eventlog.MarkerRecorded{Name: "m"},
 		&eventlog.StepAbandoned{StepID: "s"},
 		&eventlog.ForkDiverged{Unconsumed: []string{"s"}},
+		&eventlog.MessageReceived{MessageID: "m", Topic: "t"},
+		&eventlog.EventSet{Key: "k"},
 	}
 	evs := make([]eventlog.Event, len(payloads))
 	for i, p := range payloads {

@@ -50,6 +50,15 @@ func (s Steps) Summary(ev Event) string {
 		if !p.Deadline.IsZero() {
 			t += " deadline " + timeText(p.Deadline)
 		}
+		if p.Version != "" {
+			t += " version " + strconv.Quote(p.Version)
+		}
+		if p.Queue != "" {
+			t += fmt.Sprintf(" queue %q priority %d", p.Queue, p.Priority)
+		}
+		if b := limitsText(p.Budget); b != "" {
+			t += " " + b
+		}
 		return t
 	case *DispatchStarted:
 		return fmt.Sprintf("dispatch %d", p.Dispatch)
@@ -72,12 +81,24 @@ func (s Steps) Summary(ev Event) string {
 		if p.Attempt > 1 {
 			t += fmt.Sprintf(" attempt %d", p.Attempt)
 		}
+		if !p.WakeAt.IsZero() {
+			t += " until " + timeText(p.WakeAt)
+		}
 		return t
 	case *StepSucceeded:
+		var t string
 		if st := s[p.StepID]; st != nil && st.StepKind == StepLLM {
-			return s.Name(p.StepID) + " → " + llmResultText(p.Result)
+			t = s.Name(p.StepID) + " → " + llmResultText(p.Result)
+		} else {
+			t = s.Name(p.StepID) + " → " + ValueText(p.Result, 50)
 		}
-		return s.Name(p.StepID) + " → " + ValueText(p.Result, 50)
+		if p.Tokens != (Tokens{}) {
+			t += fmt.Sprintf(" (%d+%d tokens)", p.Tokens.Input, p.Tokens.Output)
+		}
+		if p.Truncated {
+			t += " (truncated)"
+		}
+		return t
 	case *StepFailed:
 		t := s.Name(p.StepID) + ": " + clip(oneLine(p.Error), 60)
 		if p.Indeterminate {
@@ -90,7 +111,14 @@ func (s Steps) Summary(ev Event) string {
 	case *StepCancelled:
 		return s.Name(p.StepID) + " cancelled"
 	case *StepDenied:
-		return string(p.StepKind) + " " + p.Target + " denied: " + clip(oneLine(p.Reason), 50)
+		t := string(p.StepKind) + " " + p.Target + " denied"
+		if p.Code != "" && p.Code != DenyPolicy {
+			t += " (" + string(p.Code) + ")"
+		}
+		if p.RuleID != "" {
+			t += " by rule " + strconv.Quote(p.RuleID)
+		}
+		return t + ": " + clip(oneLine(p.Reason), 50)
 	case *ResourceBound:
 		from := "from the initial environment"
 		if p.From != "" {
@@ -106,6 +134,9 @@ func (s Steps) Summary(ev Event) string {
 		}
 		if p.CoverageReuse {
 			t += ", coverage reuse"
+		}
+		if p.Portable {
+			t += ", portable"
 		}
 		return t
 	case *ResourceCaptured:
@@ -131,6 +162,15 @@ func (s Steps) Summary(ev Event) string {
 		for _, sel := range p.Selections {
 			t += "; " + SelectionText(sel.Key, sel.Ref, sel.CapturedAt, sel.Covered)
 		}
+		if p.Version != "" {
+			t += "; version " + strconv.Quote(p.Version)
+		}
+		if len(p.Messages) > 0 {
+			t += fmt.Sprintf("; %d message%s", len(p.Messages), plural(len(p.Messages)))
+		}
+		if b := limitsText(p.Budget); b != "" {
+			t += "; " + b
+		}
 		return t
 	case *CancelRequested:
 		return withBy(nonEmpty(clip(oneLine(p.Reason), 60), "no reason"), p.By)
@@ -154,6 +194,12 @@ func (s Steps) Summary(ev Event) string {
 		if p.Reason != "" {
 			t += ": " + clip(oneLine(p.Reason), 40)
 		}
+		if len(p.Approvers) > 0 {
+			t += " (approvers " + strings.Join(p.Approvers, ",") + ")"
+		}
+		if !p.ExpiresAt.IsZero() {
+			t += " expires " + timeText(p.ExpiresAt)
+		}
 		return t
 	case *ApprovalGranted:
 		return withBy(s.Name(p.StepID)+" approved", p.By) + note(p.Note)
@@ -169,8 +215,34 @@ func (s Steps) Summary(ev Event) string {
 			names[i] = s.Name(id)
 		}
 		return clip("unconsumed: "+strings.Join(names, ", "), 80)
+	case *MessageReceived:
+		t := p.Topic + " " + ValueText(p.Value, 50)
+		if p.From != "" {
+			t += " from " + p.From
+		}
+		return t
+	case *EventSet:
+		return p.Key + " = " + ValueText(p.Value, 60)
 	}
 	return ev.Kind().String()
+}
+
+// limitsText is "budget 5000 tokens 3 llm calls" for a budget with a
+// limit, "" for none.
+func limitsText(l Limits) string {
+	if l == (Limits{}) {
+		return ""
+	}
+	var parts []string
+	for _, f := range []struct {
+		n    uint64
+		what string
+	}{{l.MaxTokens, "tokens"}, {l.MaxLLMCalls, "llm calls"}, {l.MaxToolCalls, "tool calls"}} {
+		if f.n != 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", f.n, f.what))
+		}
+	}
+	return "budget " + strings.Join(parts, ", ")
 }
 
 func withBy(s, by string) string {

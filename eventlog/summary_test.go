@@ -16,30 +16,32 @@ import (
 // with Steps, terminal events name their step by kind and target.
 func TestSummary(t *testing.T) {
 	want := []string{
-		`coder task="fix the bug" key "order-42" deadline 2025-03-14T15:00:00.123Z`,
+		`coder task="fix the bug" key "order-42" deadline 2025-03-14T15:00:00.123Z version "v7" queue "default" priority -2 budget 100000 tokens, 50 llm calls, 200 tool calls`,
 		`dispatch 3`,
-		`tool write_file 6 bytes affects db,workspace at_most_once attempt 2`,
-		`tool write_file → "wrote a.go"`,
+		`recv chat 7 bytes attempt 2 until 2025-03-14T15:00:00.123Z`,
+		`recv chat → "wrote a.go" (1200+345 tokens) (truncated)`,
 		`step st-2: rate limited (retry at 2025-03-14T15:00:00.123Z)`,
 		`step st-3 cancelled`,
-		`llm gpt denied: budget`,
-		`workspace dirfs.v1 from snap-7, every 5 steps, coverage reuse`,
+		`llm gpt denied (budget) by rule "llm-budget": budget`,
+		`workspace dirfs.v1 from snap-7, every 5 steps, coverage reuse, portable`,
 		`workspace snap-8 gen 4 (steps)`,
 		`workspace (completion): quota`,
 		`answer=42`,
 		`checkpoint_unavailable: boom`,
-		`fork of 0192f0c4-7b1a-7c3d-8e4f-0123456789ab at 17; input task="fix it differently"; tool write_file ← "edited"; step st-9 ← 1; db ← db-3@12 (covered); workspace ← snap-8@9 (uncovered)`,
+		`fork of 0192f0c4-7b1a-7c3d-8e4f-0123456789ab at 17; input task="fix it differently"; recv chat ← "edited"; step st-9 ← 1; db ← db-3@12 (covered); workspace ← snap-8@9 (uncovered); version "v8"; 1 message; budget 5000 tokens, 3 llm calls, 9 tool calls`,
 		`user asked by alice`,
 		`user asked`,
 		`waiting for timer until 2025-03-14T15:00:00.123Z`,
 		`timer tm-1 until 2025-03-14T15:00:00.123Z`,
 		`timer tm-1 fired`,
-		`child reviewer 4 bytes: at_most_once in a fork`,
+		`child reviewer 4 bytes: at_most_once in a fork (approvers bob,carol) expires 2025-03-14T15:00:00.123Z`,
 		`step st-5 approved by bob: looks fine`,
 		`step st-6 rejected by carol: too risky`,
 		`"use-v2-prompt"`,
 		`step st-7 abandoned`,
 		`unconsumed: step st-8, step st-9`,
+		`chat text="hello" from bob`,
+		`progress = 0.5`,
 	}
 	steps := eventlog.Steps{}
 	var got, bare []string
@@ -52,7 +54,7 @@ func TestSummary(t *testing.T) {
 		t.Errorf("Steps.Summary (-want +got):\n%s", d)
 	}
 	// Without the step.started seen, a step is named by its StepID.
-	if bare[3] != `step st-1 → "wrote a.go"` {
+	if bare[3] != `step st-1 → "wrote a.go" (1200+345 tokens) (truncated)` {
 		t.Errorf("Summary(step.succeeded) = %q", bare[3])
 	}
 	for i := range got {
@@ -128,10 +130,11 @@ func TestPayloadJSONTags(t *testing.T) {
 }
 
 // TestEventJSON checks that values that are JSON print as JSON, other
-// bytes as base64, times and IDs as text, and that V2 fields of version 1
-// kinds are left out while zero.
+// bytes as base64, times and IDs as text, and that V2 and V3 fields of
+// older kinds are left out while zero.
 func TestEventJSON(t *testing.T) {
-	evs := fullEvents()
+	evs := fullEventsV2()
+	v3 := fullEvents()
 	for _, c := range []struct {
 		ev   eventlog.Event
 		want string
@@ -144,6 +147,13 @@ func TestEventJSON(t *testing.T) {
 		{eventlog.Event{Seq: 1, Data: &eventlog.ExecutionCreated{Agent: "a", Input: []byte(`"hi"`)}},
 			`{"seq":1,"kind":"execution.created","data":{"agent":"a","input":"hi"}}`},
 		{eventlog.Event{Seq: 2, Data: &eventlog.ExecutionCompleted{}}, `{"seq":2,"kind":"execution.completed","data":{"output":null}}`},
+		{eventlog.Event{Seq: 13, Data: &eventlog.ForkCreated{Parent: sampleParent, At: 12, Version: "v8",
+			Budget:   eventlog.Limits{MaxTokens: 5},
+			Messages: []eventlog.Message{{MessageID: "m-1", Topic: "chat", Value: []byte(`"q"`)}}}},
+			`{"seq":13,"kind":"fork.created","data":{"parent":"0192f0c4-7b1a-7c3d-8e4f-0123456789ab","at":12,"selections":[],` +
+				`"version":"v8","budget":{"max_tokens":5,"max_llm_calls":0,"max_tool_calls":0},"messages":[{"message_id":"m-1","topic":"chat","value":"q","from":""}]}}`},
+		{v3[3], `{"seq":4,"time":"2025-03-14T15:09:26.538897932Z","kind":"step.succeeded","data":{"step_id":"st-1","result":"wrote a.go","tokens":{"input":1200,"output":345},"truncated":true}}`},
+		{v3[25], `{"seq":26,"time":"2025-03-14T15:09:26.560897932Z","kind":"event.set","data":{"key":"progress","value":0.5}}`},
 	} {
 		b, err := json.Marshal(c.ev)
 		if err != nil {
@@ -161,7 +171,7 @@ func TestEventJSON(t *testing.T) {
 	if want := `{"agent":"coder","input":{"task":"fix the bug"},"deadline":"2025-03-14T15:00:00.123456789Z","key":"order-42"}`; string(b) != want {
 		t.Errorf("payload JSON %s, want %s", b, want)
 	}
-	for _, ev := range fullEvents() {
+	for _, ev := range v3 {
 		if _, err := json.Marshal(ev); err != nil {
 			t.Errorf("%s: %v", ev.Kind(), err)
 		}

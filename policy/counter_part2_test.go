@@ -1,6 +1,12 @@
 package policy
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/internal/eventtext"
+)
 
 // DESIGN §8½: a retried attempt (step.failed with RetryAt) and an abandoned
 // step are ended attempts and count like them; a child step counts like a
@@ -78,4 +84,39 @@ func TestRulesChildKind(t *testing.T) {
 	if _, err := ParseRules("deny chil:*"); err == nil {
 		t.Error("a kind pattern that matches no step kind parsed")
 	}
+}
+
+// Part III's bodiless records count nothing (DESIGN §21½.1, §8½): a recv
+// step, even one that lands, a received message and a published event.
+func TestCounterPartIIIBodiless(t *testing.T) {
+	c := fold(t, prelude)
+	wake := time.Date(2025, 1, 1, 0, 1, 0, 0, time.UTC)
+	seq := uint64(len(mustParse(t, prelude)))
+	for _, p := range []eventlog.Payload{
+		&eventlog.StepStarted{StepID: "r1", StepKind: eventlog.StepRecv, Target: "chat", Idempotency: eventlog.SafeToRetry, Attempt: 1, WakeAt: wake},
+		&eventlog.MessageReceived{MessageID: "m1", Topic: "chat", Value: []byte(`"hi"`)},
+		&eventlog.StepSucceeded{StepID: "r1", Result: []byte(`"hi"`)},
+		&eventlog.EventSet{Key: "progress", Value: []byte(`1`)},
+		&eventlog.StepStarted{StepID: "r2", StepKind: eventlog.StepRecv, Target: "chat", Idempotency: eventlog.SafeToRetry, Attempt: 1, WakeAt: wake},
+		&eventlog.DispatchParked{Reason: eventlog.ParkMessage},
+		&eventlog.DispatchStarted{Dispatch: 2},
+		&eventlog.StepFailed{StepID: "r2", Error: "timeout"},
+	} {
+		seq++
+		if err := c.Apply(eventlog.Event{Seq: seq, Data: p}); err != nil {
+			t.Fatalf("Apply(%s): %v", p.Kind(), err)
+		}
+	}
+	if got := counts(c, "ws"); got != "ws=0" {
+		t.Errorf("counts = %q, want ws=0", got)
+	}
+}
+
+func mustParse(t *testing.T, text string) []eventlog.Event {
+	t.Helper()
+	evs, err := eventtext.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }

@@ -321,6 +321,8 @@ func (w *World) Actions() map[string]func(*rapid.T) {
 		"sleep":    w.actSleep,
 		"cancel":   w.actCancel,
 		"approval": w.actApproval,
+		"recv":     w.actRecv,
+		"publish":  w.actPublish,
 	}
 }
 
@@ -716,7 +718,7 @@ func (w *World) resolve(t *rapid.T, e *Exec, id string) {
 	again.Attempt++
 	w.write(t, e, stage(e, &again))
 	e.k.live = append(e.k.live, id)
-	if st.StepKind != eventlog.StepLLM {
+	if st.StepKind != eventlog.StepLLM && st.StepKind != eventlog.StepRecv { // a recv has no body to change anything
 		w.planChanges(t, e, id)
 	}
 }
@@ -730,7 +732,48 @@ func (w *World) actDeny(t *rapid.T) {
 	w.steps++
 	id := "s" + strconv.Itoa(w.steps)
 	kind := rapid.SampledFrom([]eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM}).Draw(t, "denied kind")
-	w.write(t, e, stage(e, &eventlog.StepDenied{StepID: id, StepKind: kind, Target: "denied", Reason: "gate"}))
+	code := rapid.SampledFrom([]eventlog.DenialCode{eventlog.DenyPolicy, eventlog.DenyRateLimited, eventlog.DenyBudget,
+		eventlog.DenyApprovalExpired, eventlog.DenyApprovalRejected}).Draw(t, "denial code")
+	w.write(t, e, stage(e, &eventlog.StepDenied{StepID: id, StepKind: kind, Target: "denied", Reason: "gate", RuleID: "r1", Code: code}))
+}
+
+// actRecv is sdk.Recv in a running handler with no body running (DESIGN
+// §18, §21½.1): step.started{recv, WakeAt}, then a message.received and the
+// recv's step.succeeded, or a timeout's step.failed, or the dispatch parks
+// waiting for a message (the recv is then an orphan the next dispatch runs
+// again). A recv has no body: it advances nothing and is never counted,
+// which every fold check of the world then covers.
+func (w *World) actRecv(t *rapid.T) {
+	e := w.pick(t, "recv in", func(e *Exec) bool { return isRunning(e) && len(e.k.live) == 0 })
+	if e == nil {
+		return
+	}
+	w.steps++
+	id := "s" + strconv.Itoa(w.steps)
+	wake := w.now().Add(time.Minute)
+	w.write(t, e, stage(e, &eventlog.StepStarted{StepID: id, StepKind: eventlog.StepRecv, Target: "chat",
+		Args: []byte(id), Idempotency: eventlog.SafeToRetry, Attempt: 1, WakeAt: wake}))
+	switch rapid.IntRange(0, 2).Draw(t, "recv outcome") {
+	case 0:
+		msg := []byte(`"m-` + id + `"`)
+		w.write(t, e, stage(e, &eventlog.MessageReceived{MessageID: "m-" + id, Topic: "chat", Value: msg, From: "user"}))
+		w.write(t, e, w.land(t, e, &eventlog.StepSucceeded{StepID: id, Result: msg}, id)...)
+	case 1:
+		w.write(t, e, w.land(t, e, &eventlog.StepFailed{StepID: id, Error: "timeout"}, id)...)
+	default:
+		w.write(t, e, stage(e, &eventlog.DispatchParked{WakeAt: wake, Reason: eventlog.ParkMessage}))
+		e.k.status = idle
+	}
+}
+
+// actPublish is sdk.SetEvent in a running handler: event.set, which has no
+// body (DESIGN §8½).
+func (w *World) actPublish(t *rapid.T) {
+	e := w.pick(t, "publish in", isRunning)
+	if e == nil {
+		return
+	}
+	w.write(t, e, stage(e, &eventlog.EventSet{Key: "progress", Value: []byte(strconv.Itoa(len(e.Lineage.Events)))}))
 }
 
 // actComplete returns from the handler: completion captures of the

@@ -75,8 +75,12 @@ func Binding(events []eventlog.Event, key string) *eventlog.ResourceBound {
 // advances reports whether a live step.started advances resource key, whose
 // newest binding declared coverageReuse (DESIGN §5): every live step
 // advances every resource, except that a CoverageReuse resource is advanced
-// only by tool calls and local steps that affect it.
+// only by tool calls and local steps that affect it. A recv step has no body
+// and advances nothing (DESIGN §21½.1).
 func advances(p *eventlog.StepStarted, key string, coverageReuse bool) bool {
+	if p.StepKind == eventlog.StepRecv {
+		return false
+	}
 	if !coverageReuse {
 		return true
 	}

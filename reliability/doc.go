@@ -80,9 +80,11 @@
 // log over 50 keyed publisher executions (20 with -short;
 // -reliability.pg.executions=N for a bigger run), sharing a dirfs store and
 // the at-most-once effects file. In "kill-and-stop", worker 0 is SIGKILLed
-// just after one of its first at-most-once bodies begins, and worker 1 is
+// just after one of its first at-most-once bodies begins and restarted
+// under its own name once its lease has expired, and worker 1 is
 // SIGSTOPped inside one of its at-most-once bodies, kept stopped until
-// every execution it held has another owner, then SIGCONTed: it must
+// every execution it held has another owner, ended, or is left to it
+// (below), then SIGCONTed: it must
 // report appends refused with [github.com/forkline/forkline/eventlog.ErrLeaseLost],
 // and the body it was stopped in, which goes on to make its effect, ran
 // once and its step was resolved as indeterminate by the new owner, never
@@ -91,27 +93,24 @@
 // as the user postgres through runuser; the shared server is never
 // restarted) is restarted with pg_ctl restart -m fast in the middle of the
 // run: every worker reports the outage (Serve returns the store's error;
-// the worker runs it again) and goes on. In both, every execution ended
-// once per key, every append a worker saw acknowledged is in the log
+// the worker runs it again) and goes on. In both, ALL executions
+// completed once per key, as an uninterrupted run, every append a worker saw acknowledged is in the log
 // inside a dispatch that worker owned (dispatch.started{Owner}), no
 // at-most-once body ran twice and every checkpoint verifies.
 //
-// A dirfs workspace is not portable (DESIGN §11): a worker taking an
-// execution over binds it anew from the checkpoint covering the head, or
-// fails the execution with code resource_unavailable when none does. So
-// the workers capture after every write (EverySteps(1)) and declare
-// dirfs.Config.CoverageReuse (only write_file, which says
-// sdk.Affects("workspace"), changes the workspace): the head is uncovered
-// only while a write is in flight. In "kill-and-stop", whose kills land in
-// publish bodies, every execution whose publish body was cut completed
-// with the output and workspace of an uninterrupted run. The other
-// executions a killed or stopped worker held (four run at a time), and in
-// "server-restart" any execution, may be cut inside a write_file, leaving
-// the head uncovered, and another worker may claim it: it must then fail
-// with resource_unavailable, and the test checks each such failure exactly (a dispatch.started by another
-// owner at a head the coverage fold finds uncovered with a write_file in
-// flight, then execution.failed{Code: resource_unavailable}); every other
-// execution completed as an uninterrupted run.
+// A dirfs workspace is not portable (DESIGN §11, §15½.4): a worker taking
+// an execution over binds it anew from the checkpoint covering the head;
+// when none does, it appends nothing and leaves the execution to the
+// owner that bound the workspace, which resumes it when it returns (the
+// restarted worker 0, worker 1 after SIGCONT, any worker after the
+// server's restart). So the workers capture after every write
+// (EverySteps(1)) and declare dirfs.Config.CoverageReuse (only
+// write_file, which says sdk.Affects("workspace"), changes the
+// workspace): the head is uncovered only while a write is in flight. In
+// "kill-and-stop", whose kills land in publish bodies, every execution
+// whose publish body was cut completed with the output and workspace of
+// an uninterrupted run, and so did every other: none fails because its
+// owner was away (the kernel no longer writes resource_unavailable).
 //
 // # Trials
 //

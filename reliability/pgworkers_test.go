@@ -80,46 +80,36 @@ func pgExecutions() int {
 // file, in which every at-most-once publish body records its run.
 //
 // "kill-and-stop": worker 0 is SIGKILLed just after one of its first
-// at-most-once bodies begins. Worker 1 is SIGSTOPped inside one of its
+// at-most-once bodies begins, and restarted under its own name once its
+// lease has expired. Worker 1 is SIGSTOPped inside one of its
 // at-most-once bodies, kept stopped until every execution it held is
-// owned by another worker (or ended), then SIGCONTed: it must report that
-// its appends are refused with eventlog.ErrLeaseLost, and its body, which
-// goes on to make its effect, must have run once and never again (the new
-// owner resolves the step as indeterminate). "server-restart": a private
-// Postgres cluster is restarted (pg_ctl restart -m fast) in the middle of
-// the run: every worker reports the outage, reconnects, and goes on.
+// owned by another worker, ended, or left to it (below), then SIGCONTed:
+// it must report that its appends are refused with eventlog.ErrLeaseLost,
+// and its body, which goes on to make its effect, must have run once and
+// never again (the new owner resolves the step as indeterminate).
+// "server-restart": a private Postgres cluster is restarted (pg_ctl
+// restart -m fast) in the middle of the run: every worker reports the
+// outage, reconnects, and goes on.
 //
-// Then, in both: every execution ended, once per key; every append any
-// worker saw acknowledged is in the log, inside a dispatch that worker
-// owned (dispatch.started{Owner}); no at-most-once body ran twice, one whose
+// Then, in both: ALL executions completed, once per key, as an
+// uninterrupted run of their input; every append any worker saw
+// acknowledged is in the log, inside a dispatch that worker owned
+// (dispatch.started{Owner}); no at-most-once body ran twice, one whose
 // step succeeded ran once; every checkpoint verifies.
 //
-// Where a resource may be opened (DESIGN §11): a dirfs binding is not
-// portable, so a worker that takes an execution over binds its workspace
-// anew from the checkpoint covering the head, and fails it with code
-// resource_unavailable when the head is uncovered. The workers are what a
-// user following DESIGN writes for that: they share one dirfs store (so a
+// Where a resource may be opened (DESIGN §11, §15½.4): a dirfs binding is
+// not portable, so a worker that takes an execution over binds its
+// workspace anew from the checkpoint covering the head; when the head is
+// uncovered it appends nothing and leaves the execution to the owner that
+// bound the workspace, which resumes it when it returns (the restarted
+// worker 0, or worker 1 after SIGCONT). The workers are what a user
+// following DESIGN writes for that: they share one dirfs store (so a
 // checkpoint any of them captured restores in all), capture the workspace
 // after every write (sdk.EverySteps(1)), and declare that only write_file
 // (sdk.Affects("workspace")) changes it (dirfs.Config.CoverageReuse), so a
 // model call, a read or a publish leaves it covered. The head is then
-// uncovered only while a write_file is in flight.
-//
-// "kill-and-stop" kills and stops workers inside publish bodies, which
-// affect nothing: every execution whose publish body was cut (its step
-// resolved as indeterminate) completed with the output and workspace of an
-// uninterrupted run of its input, strictly. But each worker runs four
-// executions at a time, and the killed or stopped worker's other three may
-// be cut inside a write_file (its step.started is in the log, its outcome
-// never lands); in "server-restart" the outage may cut any dispatch so,
-// and the owner's lease, released or expired, may go to another worker
-// first (claims prefer no owner). Such an execution must fail with
-// resource_unavailable, and checkUnavailable checks it did so exactly: a
-// dispatch.started by another owner, at which the coverage fold finds the
-// workspace uncovered with a write_file in flight, directly followed by
-// execution.failed{Code: resource_unavailable}. Every other execution
-// completed as an uninterrupted run (an at-most-once step may read
-// "indeterminate" where the log resolved it so).
+// uncovered only while a write_file is in flight. No execution fails: the
+// kernel no longer writes resource_unavailable.
 func TestPostgresWorkers(t *testing.T) {
 	pgtest.URL(t) // skips (or fails) at once without a server
 	h := newHarness(t)
@@ -154,6 +144,15 @@ func (h *harness) pgKillAndStop(t *testing.T, n int, exp *expectation, rng *rand
 	stalled := make(chan string, 1)
 	ws := make([]*pgWorker, len(cfgs))
 	defer func() { stopWorkers(ws) }()
+	// Worker 0 comes back under its own name once its lease has expired
+	// (DESIGN §15½.4): the executions left to it resume with it.
+	restart0 := make(chan *pgWorker, 1)
+	var again *pgWorker
+	defer func() {
+		if again != nil {
+			stopWorkers([]*pgWorker{again})
+		}
+	}()
 	for i, cfg := range cfgs {
 		var on func(w *pgWorker, m string, nth int)
 		switch i {
@@ -175,9 +174,18 @@ func (h *harness) pgKillAndStop(t *testing.T, n int, exp *expectation, rng *rand
 			t.Fatal(err)
 		}
 	}
+	go func() {
+		<-ws[0].done
+		time.Sleep(pgLeaseTTL + pgLeaseTTL/2)
+		w, err := startPGWorker(cfgs[0], nil)
+		if err != nil {
+			t.Errorf("restart worker 0: %v", err)
+		}
+		restart0 <- w
+	}()
 
 	// Worker 1 is stopped inside a body: wait until everything it held has
-	// another owner (or ended), then let it go on.
+	// another owner, ended, or is left to it, then let it go on.
 	var stallKey string
 	select {
 	case stallKey = <-stalled:
@@ -209,6 +217,18 @@ func (h *harness) pgKillAndStop(t *testing.T, n int, exp *expectation, rng *rand
 			t.Fatalf("worker %d ended without %q: %s", i, markDone, w.summary())
 		}
 	}
+	select {
+	case again = <-restart0:
+	case <-time.After(pgWait):
+		t.Fatalf("worker 0 was not restarted in %v", pgWait)
+	}
+	if again == nil {
+		t.Fatal("worker 0 could not be restarted")
+	}
+	again.wait(t, pgWait)
+	if again.killed || again.last() != markDone {
+		t.Fatalf("restarted worker 0 ended without %q: %s", markDone, again.summary())
+	}
 	// DESIGN §11: a worker paused past its lease never writes again; its
 	// appends are refused with ErrLeaseLost, and it says so.
 	if ws[1].count(markAppendRefused) == 0 {
@@ -217,12 +237,13 @@ func (h *harness) pgKillAndStop(t *testing.T, n int, exp *expectation, rng *rand
 	t.Logf("worker 1 after SIGCONT: %d appends refused (ErrLeaseLost), %d lease renewals found lost",
 		ws[1].count(markAppendRefused), ws[1].count(markLeaseLost))
 
-	lineages := h.pgCheck(t, store, cfgs, n, exp, true)
+	lineages := h.pgCheck(t, store, cfgs, n, exp)
 	// The kills and the stop land in publish bodies, which affect nothing:
 	// each execution whose publish body was cut (resolved as
 	// indeterminate by its new owner) completed as an uninterrupted run —
-	// strictly. Only the other executions the killed or stopped worker
-	// held may have been cut inside a write, and failed as DESIGN §11 says.
+	// strictly. The other executions the killed or stopped worker held
+	// may have been cut inside a write: they waited for that worker and
+	// completed with it (pgCheck).
 	cut := 0
 	for id, evs := range lineages {
 		if !hasIndeterminate(evs) {
@@ -313,7 +334,7 @@ func (h *harness) pgRestart(t *testing.T, n int, exp *expectation, rng *rand.Ran
 		}
 		t.Logf("worker %d reported the outage %d times", i, w.count(markOutage))
 	}
-	h.pgCheck(t, store, cfgs, n, exp, true)
+	h.pgCheck(t, store, cfgs, n, exp)
 }
 
 // pgConfigs returns the configurations of the workers of one case: one
@@ -353,11 +374,10 @@ func (h *harness) pgConfigs(t *testing.T, dir, url string, n int) []childConfig 
 	return cfgs
 }
 
-// pgCheck checks the log the workers of cfgs left, and returns it. With
-// unavailableOK, an execution may have failed with resource_unavailable
-// where checkUnavailable says DESIGN §11 requires it; every other one
-// completed as an uninterrupted run.
-func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig, n int, exp *expectation, unavailableOK bool) map[eventlog.ID][]eventlog.Event {
+// pgCheck checks the log the workers of cfgs left, and returns it: every
+// execution completed as an uninterrupted run (DESIGN §15½.4: none fails
+// because its owner was away).
+func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig, n int, exp *expectation) map[eventlog.ID][]eventlog.Event {
 	t.Helper()
 	ctx := context.Background()
 	lineages := decodeAll(t, store)
@@ -368,20 +388,12 @@ func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig
 		checkAcks(t, lineages, cfg.Acks)
 		checkOwners(t, lineages, cfg.Acks, cfg.Owner)
 	}
-	var failedOK func([]eventlog.Event) error
-	if unavailableOK {
-		failedOK = checkUnavailable
-	}
-	byInput := checkServedFailing(t, store, lineages, "publisher", n, failedOK)
+	byInput := checkServedFailing(t, store, lineages, "publisher", n, nil)
 	var all []eventlog.Event
-	indeterminate, takeovers, unavailable := 0, 0, 0
+	indeterminate, takeovers, awaited := 0, 0, 0
 	for idx, id := range byInput {
 		evs := lineages[id]
 		all = append(all, evs...)
-		if _, ok := evs[len(evs)-1].Data.(*eventlog.ExecutionFailed); ok {
-			unavailable++ // checkServedFailing checked how it failed
-			continue
-		}
 		h.checkPublisherOutput(t, exp.outputs[idx], evs, completedOutput(t, evs))
 		if diff := cmp.Diff(exp.files, workspaceFiles(t, cfgs[0], evs)); diff != "" {
 			t.Errorf("execution %s (input %d): workspace differs from an uninterrupted run's (-want +got):\n%s", id, idx, diff)
@@ -392,63 +404,71 @@ func (h *harness) pgCheck(t *testing.T, store *pgstore.Store, cfgs []childConfig
 		if owners := dispatchOwners(evs); len(owners) > 1 {
 			takeovers++
 		}
+		if resumedUncovered(evs) {
+			awaited++
+		}
 	}
 	checkCheckpoints(t, ctx, dirfs.New(dirfs.Config{Store: cfgs[0].Store, NoSync: true}), all)
 	checkEffects(t, cfgs[0].Effects, slices.Collect(maps.Values(lineages))...)
-	t.Logf("%d executions completed: %d ran under more than one owner, %d with an at-most-once step resolved as indeterminate; %d failed with resource_unavailable",
-		n-unavailable, takeovers, indeterminate, unavailable)
+	t.Logf("%d executions completed: %d ran under more than one owner, %d with an at-most-once step resolved as indeterminate, %d resumed by their owner with the workspace uncovered",
+		n, takeovers, indeterminate, awaited)
 	return lineages
 }
 
-// checkUnavailable returns nil when a failed lineage failed as DESIGN §11
-// requires of a new owner that cannot open a workspace: it ends with a
-// dispatch.started by another owner than the dispatch before it, then an
-// execution.failed with code resource_unavailable; at that
-// dispatch.started the coverage fold finds the workspace uncovered,
-// because a write_file step (sdk.Affects("workspace")) of the old owner
-// has no outcome — the store went away inside it.
-func checkUnavailable(evs []eventlog.Event) error {
-	n := len(evs)
-	if n < 3 {
-		return fmt.Errorf("lineage of %d events", n)
-	}
-	fail, ok := evs[n-1].Data.(*eventlog.ExecutionFailed)
-	if !ok || fail.Code != eventlog.FailResourceUnavailable {
-		return fmt.Errorf("last event %s is not an execution.failed with code %s", evs[n-1].Kind(), eventlog.FailResourceUnavailable)
-	}
-	ds, ok := evs[n-2].Data.(*eventlog.DispatchStarted)
-	if !ok {
-		return fmt.Errorf("event %d before the failure is %s, not dispatch.started", evs[n-2].Seq, evs[n-2].Kind())
-	}
-	prev := ""
-	for _, ev := range evs[:n-2] {
-		if p, ok := ev.Data.(*eventlog.DispatchStarted); ok {
-			prev = p.Owner
-		}
-	}
-	if prev == "" || prev == ds.Owner {
-		return fmt.Errorf("the failing dispatch of %q took over no other owner's (previous owner %q)", ds.Owner, prev)
-	}
+// resumedUncovered reports whether a dispatch of a lineage started with
+// the workspace uncovered (a write_file in flight): only the owner that
+// bound it may run such a dispatch (DESIGN §15½.4).
+func resumedUncovered(evs []eventlog.Event) bool {
 	f := coverage.New()
-	for _, ev := range evs[:n-1] {
+	for i, ev := range evs {
 		if err := f.Apply(ev); err != nil {
-			return err
+			return false
+		}
+		if _, ok := ev.Data.(*eventlog.DispatchStarted); !ok || i == 0 {
+			continue
+		}
+		if uncoveredAt(f, ev.Seq) {
+			return true
 		}
 	}
-	pt, err := f.Point(evs[n-2].Seq)
+	return false
+}
+
+// uncoveredAt reports whether the workspace is bound and uncovered at seq
+// of the folded lineage.
+func uncoveredAt(f *coverage.Fold, seq uint64) bool {
+	pt, err := f.Point(seq)
 	if err != nil {
-		return err
+		return false
 	}
 	for _, sel := range pt.Resources {
-		if sel.Key == "workspace" && sel.Covered {
-			return fmt.Errorf("the workspace is covered at the takeover (seq %d, checkpoint %s): the new owner should have bound anew from it", pt.Seq, sel.Ref)
+		if sel.Key == "workspace" && !sel.Covered {
+			return true
 		}
 	}
-	open := openSteps(evs[:n-2], "write_file")
-	if len(open) == 0 {
-		return fmt.Errorf("the workspace is uncovered at the takeover (seq %d) with no write_file in flight", pt.Seq)
+	return false
+}
+
+// leftToOwner reports whether execution id waits for owner (DESIGN
+// §15½.4): its newest dispatch is owner's and its workspace is uncovered
+// at the head, so no other worker may take it over.
+func leftToOwner(ctx context.Context, store *pgstore.Store, id eventlog.ID, owner string) (bool, error) {
+	f := coverage.New()
+	last := ""
+	var head uint64
+	for ev, err := range store.Events(ctx, id, 1) {
+		if err != nil {
+			return false, err
+		}
+		if err := f.Apply(ev); err != nil {
+			return false, err
+		}
+		if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			last = ds.Owner
+		}
+		head = ev.Seq
 	}
-	return nil
+	return last == owner && head > 0 && uncoveredAt(f, head), nil
 }
 
 // dispatchOwners lists the owners of a lineage's dispatches, in order,
@@ -519,8 +539,9 @@ func heldBy(t *testing.T, store *pgstore.Store, owner string) []eventlog.ID {
 // stopped worker to be taken over.
 const pgTakeover = time.Minute
 
-// waitTakenOver waits until each of ids has ended or is held by another
-// owner than owner.
+// waitTakenOver waits until each of ids has ended, is held by another
+// owner than owner, or is left to owner (leftToOwner) with owner's lease
+// expired.
 func waitTakenOver(store *pgstore.Store, ids []eventlog.ID, owner string) error {
 	ctx := context.Background()
 	deadline := time.Now().Add(pgTakeover)
@@ -536,6 +557,15 @@ func waitTakenOver(store *pgstore.Store, ids []eventlog.ID, owner string) error 
 			}
 			if info.Status.Terminal() || (ok && l.Owner != owner) {
 				break
+			}
+			if !ok {
+				left, err := leftToOwner(ctx, store, id, owner)
+				if err != nil {
+					return err
+				}
+				if left {
+					break
+				}
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("execution %s was not taken over from %s in %v (status %s, lease %+v held %v)", id, owner, pgTakeover, info.Status, l, ok)

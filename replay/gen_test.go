@@ -49,7 +49,7 @@ const (
 	actDecide                      // approval.granted or approval.rejected of an awaited approval
 	actTimer                       // timer.started
 	actFire                        // timer.fired of a started timer
-	actMarker                      // marker.recorded
+	actMarker                      // marker.recorded, message.received or event.set
 	actCancelRequest               // execution.cancel_requested
 	actCancelled                   // execution.cancelled
 	actDiverge                     // fork.diverged (in a fork)
@@ -133,9 +133,11 @@ type history struct {
 }
 
 var (
-	stepKinds = []eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild}
-	targets   = []string{"read_file", "write_file", "run"}
-	keys      = []string{"cache", "db", "ws"}
+	stepKinds = []eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild, eventlog.StepRecv}
+	// gatedKinds are the kinds a gate sees: recv is never gated (DESIGN §21½.1).
+	gatedKinds = []eventlog.StepKind{eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM, eventlog.StepChild}
+	targets    = []string{"read_file", "write_file", "run"}
+	keys       = []string{"cache", "db", "ws"}
 )
 
 // generate returns a well-formed lineage of n ≥ 1 events.
@@ -230,7 +232,10 @@ func (h *history) do(ch chooser, a action, w weights) {
 		st.status, st.attempts = StepStarted, 1
 		st.idem = []eventlog.Idempotency{eventlog.SafeToRetry, eventlog.AtMostOnce}[ch.choose(2, "idem")]
 		var res []string
-		if kind != eventlog.StepLLM && len(h.bound) > 0 {
+		var wake time.Time
+		if kind == eventlog.StepRecv {
+			wake = genTime(seq) // a recv step records its timeout, affects nothing
+		} else if kind != eventlog.StepLLM && len(h.bound) > 0 {
 			mask := ch.choose(1<<len(h.bound), "affects")
 			for i, k := range h.bound {
 				if mask&(1<<i) != 0 {
@@ -240,7 +245,7 @@ func (h *history) do(ch chooser, a action, w weights) {
 		}
 		h.running = append(h.running, id)
 		h.add(&eventlog.StepStarted{StepID: id, StepKind: kind, Target: target,
-			Args: fmt.Appendf(nil, `{"seq":%d}`, seq), Resources: res, Idempotency: st.idem, Attempt: 1})
+			Args: fmt.Appendf(nil, `{"seq":%d}`, seq), Resources: res, Idempotency: st.idem, Attempt: 1, WakeAt: wake})
 
 	case actLand:
 		i := ch.choose(len(h.running), "land")
@@ -290,10 +295,15 @@ func (h *history) do(ch chooser, a action, w weights) {
 
 	case actPark:
 		h.parked = true
-		if ch.choose(2, "park reason") == 0 {
+		switch ch.choose(4, "park reason") {
+		case 0:
 			h.add(&eventlog.DispatchParked{WakeAt: genTime(seq), Reason: eventlog.ParkTimer})
-		} else {
+		case 1:
 			h.add(&eventlog.DispatchParked{Reason: eventlog.ParkApproval})
+		case 2:
+			h.add(&eventlog.DispatchParked{WakeAt: genTime(seq), Reason: eventlog.ParkRateLimit})
+		default:
+			h.add(&eventlog.DispatchParked{Reason: eventlog.ParkMessage})
 		}
 
 	case actRequest:
@@ -325,7 +335,16 @@ func (h *history) do(ch chooser, a action, w weights) {
 		h.add(&eventlog.TimerFired{TimerID: id})
 
 	case actMarker:
-		h.add(&eventlog.MarkerRecorded{Name: fmt.Sprintf("m%d", ch.choose(3, "marker"))})
+		// The bodiless records: a marker, or Part III's message.received
+		// and event.set (they advance nothing, DESIGN §8½).
+		switch ch.choose(3, "bodiless") {
+		case 0:
+			h.add(&eventlog.MarkerRecorded{Name: fmt.Sprintf("m%d", ch.choose(3, "marker"))})
+		case 1:
+			h.add(&eventlog.MessageReceived{MessageID: fmt.Sprintf("msg%d", seq), Topic: "chat", Value: []byte(`"hi"`), From: "user"})
+		default:
+			h.add(&eventlog.EventSet{Key: "progress", Value: fmt.Appendf(nil, "%d", seq)})
+		}
 
 	case actCancelRequest:
 		h.cancelReq = true
@@ -374,20 +393,26 @@ func (h *history) do(ch chooser, a action, w weights) {
 		st.status = StepStarted
 		st.attempts++
 		var res []string
+		var wake time.Time
+		if st.kind == eventlog.StepRecv {
+			wake = genTime(seq)
+		}
 		for _, k := range h.bound {
-			if st.kind != eventlog.StepLLM && ch.choose(2, "affects") == 1 {
+			if st.kind != eventlog.StepLLM && st.kind != eventlog.StepRecv && ch.choose(2, "affects") == 1 {
 				res = append(res, k)
 			}
 		}
 		h.add(&eventlog.StepStarted{StepID: id, StepKind: st.kind, Target: st.target,
-			Args: fmt.Appendf(nil, `{"seq":%d}`, seq), Resources: res, Idempotency: st.idem, Attempt: st.attempts})
+			Args: fmt.Appendf(nil, `{"seq":%d}`, seq), Resources: res, Idempotency: st.idem, Attempt: st.attempts, WakeAt: wake})
 
 	case actDeny:
-		kind := stepKinds[ch.choose(len(stepKinds), "kind")]
+		kind := gatedKinds[ch.choose(len(gatedKinds), "kind")]
 		target := targets[ch.choose(len(targets), "target")]
 		id := h.newStep(kind, target)
 		h.steps[id].status = StepDenied
-		h.add(&eventlog.StepDenied{StepID: id, StepKind: kind, Target: target, Reason: "no"})
+		code := []eventlog.DenialCode{"", eventlog.DenyPolicy, eventlog.DenyRateLimited, eventlog.DenyBudget,
+			eventlog.DenyApprovalExpired, eventlog.DenyApprovalRejected}[ch.choose(6, "code")]
+		h.add(&eventlog.StepDenied{StepID: id, StepKind: kind, Target: target, Reason: "no", Code: code})
 
 	case actBind:
 		key := keys[ch.choose(len(keys), "key")]

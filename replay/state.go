@@ -93,7 +93,13 @@ type Binding struct {
 	EverySteps    int
 	OnCompletion  bool
 	CoverageReuse bool
-	Seq           uint64 // seq of its resource.bound
+	// Portable is the recorded resource.bound Portable: the binding opens
+	// from any host. Bindings of format 1 and 2 read false (DESIGN §15½.4).
+	Portable bool
+	// Owner is the Owner of the newest dispatch.started before the
+	// resource.bound: the owner that made the binding ("" if unrecorded).
+	Owner string
+	Seq   uint64 // seq of its resource.bound
 	// Own reports that this execution bound it: its resource.bound follows
 	// the lineage's newest fork.created (every binding of a root is own). A
 	// fork never opens an inherited binding; it creates its own resource.
@@ -190,6 +196,7 @@ type State struct {
 	bindings  map[string]Binding
 	keys      []string // bound keys, sorted
 	forkSeq   uint64   // seq of the newest fork.created; 0 for a root
+	owner     string   // Owner of the newest dispatch.started
 	status    eventlog.StatusState
 	overrides map[string][]byte // StepID → result, newest fork.created override winning
 	timers    map[string]int    // TimerID → index in timerList
@@ -285,6 +292,7 @@ func (s *State) apply(ev eventlog.Event) error {
 			return invalid(ev, "dispatch %d after dispatch %d", p.Dispatch, s.Dispatches)
 		}
 		s.Dispatches = p.Dispatch
+		s.owner = p.Owner
 
 	case *eventlog.StepStarted:
 		if err := s.applyStarted(ev, p); err != nil {
@@ -361,7 +369,7 @@ func (s *State) apply(ev eventlog.Event) error {
 			Key: p.Key, DriverID: p.DriverID,
 			Configuration: slices.Clone(p.Configuration), Binding: slices.Clone(p.Binding),
 			From: p.From, EverySteps: p.EverySteps, OnCompletion: p.OnCompletion,
-			CoverageReuse: p.CoverageReuse, Seq: ev.Seq,
+			CoverageReuse: p.CoverageReuse, Portable: p.Portable, Owner: s.owner, Seq: ev.Seq,
 		}
 
 	case *eventlog.ResourceCaptured:
@@ -437,6 +445,11 @@ func (s *State) apply(ev eventlog.Event) error {
 
 	case *eventlog.MarkerRecorded:
 		s.Markers = append(s.Markers, Marker{Name: p.Name, Seq: ev.Seq, Dispatch: s.Dispatches})
+
+	case *eventlog.MessageReceived, *eventlog.EventSet:
+		// Part III's bodiless records (format 3): accepted, they change no
+		// step, binding or status (DESIGN §8½); messages and published
+		// events are folded by the features that use them.
 
 	case *eventlog.ForkDiverged:
 		if s.forkSeq == 0 {

@@ -180,6 +180,9 @@ func Bind(ctx context.Context, d Driver, key, from string, pol policy.Checkpoint
 		EverySteps:    pol.EverySteps,
 		OnCompletion:  pol.OnCompletion,
 		CoverageReuse: reuse,
+		// Recorded so that a fold knows, before a dispatch starts, which
+		// bindings open only for their owner (DESIGN §15½.4).
+		Portable: driver.IsPortable(d.Unwrap()),
 	}, nil
 }
 

@@ -1009,7 +1009,20 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 	recorded := func() *eventlog.ResourceBound {
 		return &eventlog.ResourceBound{Key: rec.Key, DriverID: rec.DriverID, Configuration: rec.Configuration, Binding: rec.Binding}
 	}
-	takeover := hasBinding && rec.Own && !driver.IsPortable(drv.Unwrap()) && rec.Seq < d.holderSince
+	// Whether the binding opens from any host is what resource.bound
+	// recorded (DESIGN §15½.4), the fact awaitedOwner decided on.
+	takeover := hasBinding && rec.Own && !rec.Portable && rec.Seq < d.holderSince
+	if takeover && rec.Owner == d.lease.Owner {
+		d.mu.Lock()
+		_, covered := d.coveringRef(key, d.startedAt)
+		d.mu.Unlock()
+		if !covered {
+			// Its own binding, uncovered: awaitedOwner left the execution
+			// to this owner, which reopens it (no checkpoint holds its
+			// state).
+			takeover = false
+		}
+	}
 	if hasBinding && rec.Own && !takeover {
 		// An earlier dispatch of this execution bound it, and this owner
 		// may open it: open that binding.
@@ -1086,14 +1099,8 @@ func (d *dispatch) obtain(ctx context.Context, key string, drv resource.Driver, 
 func (d *dispatch) headCheckpoint(key, driverID string) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.startedAt > 0 {
-		if pt, err := d.cov.Point(d.startedAt); err == nil {
-			for _, sel := range pt.Resources {
-				if sel.Key == key && sel.Covered && sel.Ref != "" {
-					return sel.Ref, nil
-				}
-			}
-		}
+	if ref, ok := d.coveringRef(key, d.startedAt); ok {
+		return ref, nil
 	}
 	return "", fmt.Errorf("%w: resource %q was bound under another owner than %q, its driver %s is not portable, and no checkpoint covers the head",
 		ErrResourceUnavailable, key, d.lease.Owner, driverID)
@@ -1101,6 +1108,10 @@ func (d *dispatch) headCheckpoint(key, driverID string) (string, error) {
 
 // resourceError fails the execution for the errors DESIGN §5 says fail it
 // and passes the others (bad input, a driver's transient failure) through.
+// ErrResourceUnavailable no longer fails it (DESIGN §15½.4): awaitedOwner
+// leaves such an execution to its owner before a dispatch starts, so a
+// takeover finds a covering checkpoint; the code resource_unavailable is
+// only read in old logs.
 func (d *dispatch) resourceError(err error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -1109,8 +1120,6 @@ func (d *dispatch) resourceError(err error) error {
 		d.failLocked(eventlog.FailResourceMismatch, err)
 	case errors.Is(err, driver.ErrCheckpointUnavailable):
 		d.failLocked(eventlog.FailCheckpointUnavailable, err)
-	case errors.Is(err, ErrResourceUnavailable):
-		d.failLocked(eventlog.FailResourceUnavailable, err)
 	default:
 		return err
 	}

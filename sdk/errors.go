@@ -20,10 +20,12 @@ var ErrDenied = errors.New("sdk: call denied")
 var ErrResourceMismatch = resource.ErrMismatch
 
 // ErrResourceUnavailable is wrapped when a new owner of an execution (a
-// takeover, another host) cannot open a resource's binding — its driver is
-// not driver.Portable and another owner made it or held the execution
-// since — and no checkpoint covers the head to bind anew from (DESIGN
-// §11). The execution fails with code resource_unavailable.
+// takeover, another host) cannot open a resource's binding — it is not
+// portable and another owner made it — and no checkpoint covers the head
+// to bind anew from. Since DESIGN §15½.4 the new owner appends nothing
+// and Run returns an *AwaitingOwnerError that wraps it, naming the owner
+// the execution is left to; the execution is not failed. A failure with
+// code resource_unavailable, written by older kernels, still reads as it.
 var ErrResourceUnavailable = errors.New("sdk: resource unavailable to this owner")
 
 // ErrNotInExecution is returned by Resource, Tool.Call and Step when their

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/internal/testdriver"
 	"github.com/forkline/forkline/sdk"
 	"github.com/google/go-cmp/cmp"
@@ -112,20 +114,22 @@ func TestTakeoverBindsFromCoveringCheckpoint(t *testing.T) {
 	}
 }
 
-// DESIGN §11: with the head uncovered (an at_most_once step in flight
-// against the resource), a new owner fails the execution with
-// resource_unavailable, opening and creating nothing; the owner that made
-// the binding reopens it.
-func TestTakeoverUncoveredFails(t *testing.T) {
+// DESIGN §15½.4: with the head uncovered (an at_most_once step in flight
+// against the resource), a new owner appends nothing — not even its
+// dispatch.started — opens and creates nothing, and leaves the execution
+// to the owner that made the binding: Run returns ErrResourceUnavailable
+// naming it. That owner reopens the binding and, once the handler gets
+// past the orphan, completes. A portable binding opens anywhere.
+func TestTakeoverUncoveredAwaitsOwner(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		owner    string
 		portable bool
-		wantErr  error
+		refused  bool
 	}{
-		{"another owner", "b", false, sdk.ErrResourceUnavailable},
-		{"the same owner", "a", false, nil},
-		{"another owner, portable driver", "b", true, nil},
+		{"another owner", "b", false, true},
+		{"the same owner", "a", false, false},
+		{"another owner, portable driver", "b", true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store := newStore(t)
@@ -138,30 +142,56 @@ func TestTakeoverUncoveredFails(t *testing.T) {
 			if got := describe(before[len(before)-1]); got != "started tool touch affects=ws at_most_once" {
 				t.Fatalf("head = %s, want the at_most_once step in flight", got)
 			}
+			if bd := before[2].Data.(*eventlog.ResourceBound); bd.Portable != c.portable {
+				t.Fatalf("resource.bound Portable = %v, want %v (the driver's at bind time)", bd.Portable, c.portable)
+			}
 			creates, opens, _ := drv.Counts()
-			k := newKernel(t, store, hostsAgent(drv), sdk.WithOwner(c.owner))
+			k := newKernel(t, store, tolerantHostsAgent(drv), sdk.WithOwner(c.owner))
 			_, err := k.Run(context.Background(), id)
 			evs := describeAll(events(t, k, id))
-			if c.wantErr != nil {
-				if !errors.Is(err, c.wantErr) {
-					t.Fatalf("Run = %v, want %v", err, c.wantErr)
+			if c.refused {
+				var ae *sdk.AwaitingOwnerError
+				if !errors.Is(err, sdk.ErrResourceUnavailable) || !errors.As(err, &ae) || ae.Owner != "a" || ae.Key != "ws" {
+					t.Fatalf("Run = %v, want ErrResourceUnavailable awaiting owner a for ws", err)
 				}
-				if diff := cmp.Diff([]string{"dispatch 2", "execution_failed resource_unavailable"}, evs[len(before):]); diff != "" {
-					t.Fatalf("events of the takeover (-want +got):\n%s", diff)
+				if !strings.Contains(err.Error(), `awaiting owner "a"`) {
+					t.Errorf("error %q does not name the owner", err)
+				}
+				if diff := cmp.Diff(describeAll(before), evs); diff != "" {
+					t.Fatalf("the refused takeover appended (-before +after):\n%s", diff)
 				}
 				if c2, o2, _ := drv.Counts(); o2 != opens || c2 != creates {
-					t.Fatalf("the failed takeover opened %d and created %d resources", o2-opens, c2-creates)
+					t.Fatalf("the refused takeover opened %d and created %d resources", o2-opens, c2-creates)
 				}
-				// Read back, the failure classifies the same.
-				if _, err := k.Run(context.Background(), id); !errors.Is(err, sdk.ErrResourceUnavailable) {
-					t.Fatalf("Run of the failed execution = %v, want ErrResourceUnavailable", err)
+				// Info's status is still running; AwaitedOwner (what forkline
+				// ls shows) names the owner it waits for.
+				if info, err := store.Info(context.Background(), id); err != nil || info.Status != eventlog.StatusRunning {
+					t.Fatalf("Info = %+v, %v; want running", info, err)
 				}
+				if owner, ok, err := sdk.AwaitedOwner(context.Background(), store, id); err != nil || !ok || owner != "a" {
+					t.Fatalf("AwaitedOwner = %q, %v, %v; want a", owner, ok, err)
+				}
+				// Again: still nothing appended, the same answer.
+				if _, err := k.Run(context.Background(), id); !errors.As(err, &ae) || ae.Owner != "a" {
+					t.Fatalf("second Run = %v, want awaiting owner a", err)
+				}
+				// The owner comes back and resumes: it reopens its binding.
+				a := newKernel(t, store, tolerantHostsAgent(drv), sdk.WithOwner("a"))
+				if _, err := a.Run(context.Background(), id); err != nil {
+					t.Fatalf("owner a's Run = %v, want completed", err)
+				}
+				if c2, o2, _ := drv.Counts(); o2-opens != 1 || c2 != creates {
+					t.Fatalf("owner a opened %d and created %d resources, want 1 and 0", o2-opens, c2-creates)
+				}
+				if _, ok, err := sdk.AwaitedOwner(context.Background(), store, id); err != nil || ok {
+					t.Fatalf("AwaitedOwner of the completed execution = %v, %v; want none", ok, err)
+				}
+				wantEvents(t, a, id, append(describeAll(before), "dispatch 2",
+					"failed indeterminate", "captured ws steps gen=3", "started tool touch affects=ws", "succeeded", "captured ws steps gen=4", "completed"))
 				return
 			}
-			// The at_most_once orphan fails indeterminate: the handler
-			// returns that error, after reopening the binding.
-			if !errors.Is(err, sdk.ErrIndeterminate) {
-				t.Fatalf("Run = %v, want the orphan's ErrIndeterminate", err)
+			if err != nil {
+				t.Fatalf("Run = %v, want completed", err)
 			}
 			if c2, o2, _ := drv.Counts(); o2-opens != 1 || c2 != creates {
 				t.Fatalf("resume opened %d and created %d resources, want 1 and 0", o2-opens, c2-creates)
@@ -170,6 +200,67 @@ func TestTakeoverUncoveredFails(t *testing.T) {
 				t.Fatalf("resume bound anew: %v", evs)
 			}
 		})
+	}
+}
+
+// tolerantHostsAgent is hostsAgent whose handler gets past an
+// indeterminate send 2 (the orphan a crash left) and goes on.
+func tolerantHostsAgent(drv *testdriver.Driver) func(*sdk.Kernel) {
+	return func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "h", func(ctx context.Context, _ none) (string, error) {
+			ws, err := sdk.Resource(ctx, "ws", drv)
+			if err != nil {
+				return "", err
+			}
+			if _, err := touchTool(ws, "ws").Call(ctx, 1); err != nil {
+				return "", err
+			}
+			if _, err := touchTool(ws, "ws", sdk.AtMostOnce()).Call(ctx, 2); err != nil && !errors.Is(err, sdk.ErrIndeterminate) {
+				return "", err
+			}
+			return touchTool(ws, "ws").Call(ctx, 3)
+		})
+	}
+}
+
+// claimCounter counts the claims of a store's Leaser.
+type claimCounter struct {
+	*pebblestore.Store
+	claims atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration) (eventlog.Lease, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, id, owner, ttl)
+}
+
+// DESIGN §15½.4: Serve on another owner does not spin on an execution it
+// must leave to its owner: over a second of 10 ms polls it claims it at
+// most twice (the first try and one backoff retry), appends nothing, and
+// the execution stays running for its owner.
+func TestServeLeavesAwaitedExecutionAlone(t *testing.T) {
+	store := newStore(t)
+	drv := testdriver.New().WithoutPortable()
+	id, before := crashAt(t, store, drv, 8)
+	counted := &claimCounter{Store: store}
+	b := newKernel(t, counted, tolerantHostsAgent(drv), sdk.WithOwner("b"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := b.Serve(ctx, sdk.PollEvery(10*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Serve = %v", err)
+	}
+	if n := counted.claims.Load(); n < 1 || n > 2 {
+		t.Errorf("Serve claimed the awaited execution %d times in 1s, want 1 or 2 (no busy loop)", n)
+	}
+	if diff := cmp.Diff(describeAll(before), describeAll(events(t, b, id))); diff != "" {
+		t.Fatalf("Serve appended (-before +after):\n%s", diff)
+	}
+	info, err := store.Info(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Status != eventlog.StatusRunning {
+		t.Errorf("status %s, want running", info.Status)
 	}
 }
 

@@ -54,6 +54,10 @@ type Kernel struct {
 	appends appendSignal
 	// tel is the OpenTelemetry instruments (otel.go).
 	tel telemetry
+	// awaits lists the executions this kernel left to their owner
+	// (awaiting.go), which Serve does not claim again before their
+	// backoff passes.
+	awaits awaits
 
 	mu struct {
 		sync.Mutex
@@ -102,8 +106,8 @@ const DefaultLeaseTTL = 30 * time.Second
 // The name is also what DESIGN §11's rule for resources that are not
 // portable (driver.Portable) goes by: only the owner that bound a dirfs
 // workspace or a sqlitedb database reopens it; a new owner binds anew from
-// the checkpoint covering the head, or fails the execution with
-// resource_unavailable. A worker that should resume its own executions
+// the checkpoint covering the head, or, with the head uncovered, appends
+// nothing and leaves the execution to that owner (DESIGN §15½.4). A worker that should resume its own executions
 // after a restart, with its workspaces as it left them, keeps its name
 // across restarts.
 func WithOwner(name string) Option {
@@ -382,6 +386,15 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 	h, ok := k.handler(d.state.Agent)
 	if !ok {
 		return nil, fmt.Errorf("%w: execution %s is of agent %q, which is not registered", ErrInvalid, id, d.state.Agent)
+	}
+	// Decided before anything is appended (DESIGN §15½.4): an execution
+	// whose uncovered resource opens only for another owner is left to
+	// that owner, with its right to reopen it untouched.
+	err = d.awaitedOwner(lease.Owner)
+	k.awaits.note(id, err, k.now())
+	if err != nil {
+		k.logger.Info("forkline: execution left to its owner", "execution", id.String(), "error", err.Error())
+		return nil, err
 	}
 	if d.state.Status == replay.StatusRunning {
 		k.tel.tookOver(ctx) // the previous dispatch never ended

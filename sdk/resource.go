@@ -41,14 +41,22 @@ func OnCompletion(on bool) ResourceOption {
 // opts applies when the lineage binds key for the first time; after that the
 // recorded policy wins.
 //
-// Where a resource may be opened (DESIGN §11): a binding whose driver is
-// not driver.Portable (dirfs, sqlitedb) is opened only by the owner that
-// made it, and only while no other owner held the execution since (the
-// Owner of dispatch.started). A new owner — a takeover, a worker on another
-// host, a restarted process with a new owner name — binds anew from the
-// checkpoint covering the head (resource.bound{From}); with the head
-// uncovered the execution fails with code resource_unavailable
-// (ErrResourceUnavailable). A dispatch that parks or whose context ends
+// Where a resource may be opened (DESIGN §11, §15½.4): a binding that is
+// not portable (resource.bound records Portable, driver.IsPortable at bind
+// time; bindings of format 1 and 2 read false — dirfs, sqlitedb) is opened
+// only by the owner that made it, and only while no other owner held the
+// execution since (the Owner of dispatch.started). A new owner — a
+// takeover, a worker on another host, a restarted process with a new
+// owner name — binds anew from the checkpoint covering the head
+// (resource.bound{From}). With the head uncovered it appends nothing, not
+// even its dispatch.started, and Run returns an *AwaitingOwnerError
+// (ErrResourceUnavailable) naming the owner that made the binding, which
+// reopens it when it returns (even if another owner held the execution
+// since, at a covered head: nobody else could). The execution is never
+// failed for it; the code resource_unavailable is only found in old logs.
+// AwaitedOwner and forkline ls show such an execution as "running,
+// awaiting owner X"; forkline fork ID --latest-covered is the way out when
+// X is gone for good. A dispatch that parks or whose context ends
 // captures its uncovered resources first, so a planned handoff keeps its
 // state.
 //

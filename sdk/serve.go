@@ -128,6 +128,14 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 			var leases []eventlog.Lease
 			leases, err = claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
 			for _, l := range leases {
+				if k.awaits.skip(l.ID, k.now()) {
+					// Left to its owner (awaiting.go): released at once,
+					// neither loaded nor dispatched, until its backoff
+					// passes. The store still offers it to each poll: a
+					// store-side field would spare the claim.
+					_ = claimer.Release(context.WithoutCancel(ctx), l)
+					continue
+				}
 				slots <- struct{}{}
 				start(l.ID, func() error { return k.runLeased(ctx, claimer, l, o) })
 			}
@@ -279,11 +287,11 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 // and runs the next dispatch itself. No other owner can have held the
 // execution in between, so its resources that open only for this owner
 // (DESIGN §11) reopen, where a takeover would have had to restore them
-// from a checkpoint or fail with resource_unavailable. A lease found taken
-// over, or an error no retry mends, ends it; so does a dispatch that fails
-// again after maxSameLeaseResumes resumptions — the store answers but this
-// execution keeps failing, and Serve backs it off (DESIGN §15½.11) rather
-// than hold a slot for it.
+// from a checkpoint or leave to their owner (DESIGN §15½.4). A lease found
+// taken over, or an error no retry mends, ends it; so does a dispatch that
+// fails again after maxSameLeaseResumes resumptions — the store answers but
+// this execution keeps failing, and Serve backs it off (DESIGN §15½.11)
+// rather than hold a slot for it.
 func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease, o serveOptions) error {
 	for resumes := 0; ; resumes++ {
 		lctx, end := k.keep(ctx, leaser, lease)
@@ -332,6 +340,7 @@ func (k *Kernel) resumable(ctx context.Context, err error) bool {
 	case err == nil, ctx.Err() != nil,
 		errors.As(err, &ee), errors.As(err, &ce),
 		errors.Is(err, ErrWaiting), errors.Is(err, ErrCancelled), errors.Is(err, ErrBusy),
+		errors.Is(err, ErrResourceUnavailable), // left to its owner: release at once
 		errors.Is(err, eventlog.ErrLeaseLost), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}
@@ -377,6 +386,9 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	for _, info := range infos {
 		if _, ok := k.handler(info.Agent); !ok {
 			continue
+		}
+		if k.awaits.skip(info.ID, now) {
+			continue // left to its owner: not claimed again before its backoff (awaiting.go)
 		}
 		if leaser != nil {
 			if _, held, err := leaser.Holder(ctx, info.ID); err != nil {

@@ -56,7 +56,11 @@
 //	                            at it restores, and the coverage windows; or
 //	                            one event's fork plan (from the store's index)
 //	show <id> <seq>             one event, every payload field decoded
-//	fork <id> <seq>             create a fork (fork.Create) and print its plan
+//	fork <id> <seq>             create a fork (fork.Create) and print its plan;
+//	                            --latest-covered forks at the newest covered
+//	                            event at or before <seq> (default: the head),
+//	                            the way out for an execution "awaiting owner X"
+//	                            whose owner never returns (DESIGN §15½.4)
 //	run <id>                    run an execution of the coder agent, such as a fork
 //	timeline <id> --html FILE   a self-contained HTML page with an SVG picture
 //	approvals [--agent A]       the calls that await an approval (DESIGN §12):

@@ -22,6 +22,7 @@ type forkEdit struct {
 	input          string   // --input JSON; "" for none
 	results        []string // --result STEPID=JSON, each as given
 	requireCovered bool     // --require-covered
+	latestCovered  bool     // --latest-covered: fork at the newest covered seq at or before <seq> (default: the head)
 }
 
 // addResult is the --result flag: it may be given many times.
@@ -72,9 +73,28 @@ func cmdFork(e *env, idArg, seqArg string, edit forkEdit) error {
 		if err != nil {
 			return err
 		}
-		seq, err := parseSeq(seqArg, info)
-		if err != nil {
-			return err
+		var seq uint64
+		switch {
+		case seqArg != "":
+			if seq, err = parseSeq(seqArg, info); err != nil {
+				return err
+			}
+		case !edit.latestCovered:
+			return inputErrorf("fork: want <seq>, or --latest-covered to fork at the newest covered event")
+		default:
+			seq = info.Head
+		}
+		if edit.latestCovered {
+			// The way out for an execution awaiting an owner that never
+			// returns (DESIGN §15½.4): every resource restores exactly.
+			covered, err := coverage.LatestCovered(e.ctx, s, info.ID, seq)
+			if errors.Is(err, coverage.ErrUncovered) {
+				return &inputError{fmt.Errorf("fork: %w: no event of %s at or before seq %d is covered", err, info.ID, seq)}
+			}
+			if err != nil {
+				return err
+			}
+			seq = covered
 		}
 		id, plan, err := forkWith(e, s, info.ID, seq, opts)
 		if err != nil {

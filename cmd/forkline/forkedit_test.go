@@ -109,4 +109,21 @@ func TestForkEditFlags(t *testing.T) {
 	if _, stderr, code := runCLI(t, "--dir", f.dir, "fork", a.String(), "13", "--require-covered"); code != 0 {
 		t.Fatalf("--require-covered at covered seq 13: exit %d: %s", code, stderr)
 	}
+	// --latest-covered walks back from uncovered seq 20 to the newest
+	// covered point (DESIGN §15½.4's way out), and without a seq starts
+	// from the head; without either, the command refuses.
+	for _, args := range [][]string{{"20"}, {}} {
+		full := append(append([]string{"--dir", f.dir, "fork", a.String()}, args...), "--latest-covered", "--require-covered")
+		stdout, stderr, code := runCLI(t, full...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", full, code, stderr)
+		}
+		var at uint64
+		if _, err := fmt.Sscanf(stdout[strings.Index(stdout, " at seq ")+1:], "at seq %d", &at); err != nil || at == 0 || at >= 20 && len(args) > 0 {
+			t.Fatalf("%v: fork at seq %d (%v), want a covered seq before 20: %s", full, at, err, stdout)
+		}
+	}
+	if _, stderr, code := runCLI(t, "--dir", f.dir, "fork", a.String()); code != exitInput || !strings.Contains(stderr, "--latest-covered") {
+		t.Errorf("fork without a seq: exit %d, stderr %q; want an input error naming --latest-covered", code, stderr)
+	}
 }

@@ -17,17 +17,20 @@ import (
 
 // listing is one execution in ls, tree and the timeline's forks.
 type listing struct {
-	ID       string     `json:"id"`
-	Agent    string     `json:"agent"`
-	Parent   string     `json:"parent,omitempty"`
-	ForkSeq  uint64     `json:"fork_seq,omitempty"`
-	Caller   string     `json:"caller,omitempty"` // the parent of a child execution
-	Key      string     `json:"key,omitempty"`    // the start key (sdk.WithKey)
-	Head     uint64     `json:"head"`
-	Status   string     `json:"status"`
-	Created  time.Time  `json:"created"`
-	Forks    []*listing `json:"forks,omitempty"`    // tree only
-	Children []*listing `json:"children,omitempty"` // tree only: executions it started with Agent.Call
+	ID      string `json:"id"`
+	Agent   string `json:"agent"`
+	Parent  string `json:"parent,omitempty"`
+	ForkSeq uint64 `json:"fork_seq,omitempty"`
+	Caller  string `json:"caller,omitempty"` // the parent of a child execution
+	Key     string `json:"key,omitempty"`    // the start key (sdk.WithKey)
+	Head    uint64 `json:"head"`
+	Status  string `json:"status"`
+	// AwaitingOwner is the owner a running execution waits for (DESIGN
+	// §15½.4, sdk.AwaitedOwner): ls shows "running, awaiting owner X".
+	AwaitingOwner *string    `json:"awaiting_owner,omitempty"`
+	Created       time.Time  `json:"created"`
+	Forks         []*listing `json:"forks,omitempty"`    // tree only
+	Children      []*listing `json:"children,omitempty"` // tree only: executions it started with Agent.Call
 
 	info eventlog.Info
 }
@@ -139,6 +142,9 @@ func cmdLs(e *env, statuses, agent, key string) error {
 		if err != nil {
 			return err
 		}
+		if err := markAwaiting(e, s, all); err != nil {
+			return err
+		}
 		if e.opts.json {
 			if all == nil {
 				all = []*listing{}
@@ -164,10 +170,54 @@ func cmdLs(e *env, statuses, agent, key string) error {
 			if l.Key != "" {
 				key = clip(oneLine(l.Key), 40)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, l.Status, parent, timeText(l.Created))
+			status := l.Status
+			if l.AwaitingOwner != nil {
+				status += ", awaiting owner " + ownerName(*l.AwaitingOwner)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, status, parent, timeText(l.Created))
+		}
+		if awaiting(all) {
+			fmt.Fprintln(tw, "(an execution awaiting its owner resumes when that owner runs it; if it never will: forkline fork ID --latest-covered, or forkline cancel ID)")
 		}
 		return tw.Flush()
 	})
+}
+
+// markAwaiting sets AwaitingOwner of the running executions of all that
+// wait for the owner of an uncovered resource that is not portable
+// (DESIGN §15½.4). It folds only those running executions no lease holds.
+func markAwaiting(e *env, s eventlog.IndexedLog, all []*listing) error {
+	for _, l := range all {
+		if l.info.Status != eventlog.StatusRunning {
+			continue
+		}
+		owner, ok, err := sdk.AwaitedOwner(e.ctx, s, l.info.ID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			l.AwaitingOwner = &owner
+		}
+	}
+	return nil
+}
+
+// awaiting reports whether some execution of all awaits its owner.
+func awaiting(all []*listing) bool {
+	for _, l := range all {
+		if l.AwaitingOwner != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerName names an owner for people; "" is one no dispatch recorded.
+func ownerName(owner string) string {
+	if owner == "" {
+		return "(unrecorded)"
+	}
+	return owner
 }
 
 func cmdTree(e *env) error {

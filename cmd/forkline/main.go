@@ -184,14 +184,22 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdCoverage(e, pos) }},
 		{name: "show", args: "<id> <seq>", short: "one event, its payload decoded", minPos: 2, maxPos: 2,
 			run: func(e *env, pos []string) error { return cmdShow(e, pos[0], pos[1]) }},
-		{name: "fork", args: "<id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered]",
-			short: "create a fork at an event (it does not run it)", minPos: 2, maxPos: 2,
+		{name: "fork", args: "<id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered] | <id> [<seq>] --latest-covered",
+			short: "create a fork at an event (it does not run it)", minPos: 1, maxPos: 2,
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&edit.input, "input", "", "the fork's new input (JSON)")
 				fs.Func("result", "replay JSON as step STEPID's result (an LLM call: the response body); repeatable", edit.addResult)
 				fs.BoolVar(&edit.requireCovered, "require-covered", false, "refuse an uncovered fork point; write nothing")
+				fs.BoolVar(&edit.latestCovered, "latest-covered", false,
+					"fork at the newest covered event at or before <seq> (default: the head); the way out for an execution awaiting an owner that never returns")
 			},
-			run: func(e *env, pos []string) error { return cmdFork(e, pos[0], pos[1], edit) }},
+			run: func(e *env, pos []string) error {
+				seq := ""
+				if len(pos) > 1 {
+					seq = pos[1]
+				}
+				return cmdFork(e, pos[0], seq, edit)
+			}},
 		{name: "cancel", args: "<id>", short: "cancel an execution (a request its owner carries out)", minPos: 1, maxPos: 1,
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&cancelReason, "reason", "cancelled from the command line", "the reason recorded")
