@@ -199,12 +199,6 @@
 // approved call's body, on its retries and re-runs too. By is a label, not
 // authentication.
 //
-// # Keys
-//
-// An execution started [WithKey] shows its key as Info.Key, and
-// [Kernel.Lookup] finds it by the key without ever creating one
-// (eventlog.ErrNotFound for a key nobody started).
-//
 // A wait for a decision longer than [ParkAfter] parks the dispatch
 // (dispatch.parked{Reason: approval}, no WakeAt) and costs no goroutine. A
 // decision folded while the execution is parked sets its WakeAt to the
@@ -217,4 +211,41 @@
 // fork (a retry, an orphan's re-run) is gated. A decision applies to the
 // attempt it was asked for: an approval recorded before a step's newest
 // event (an earlier attempt's) never approves a retry.
+//
+// # Keys
+//
+// An execution started [WithKey] shows its key as Info.Key, and
+// [Kernel.Lookup] finds it by the key without ever creating one
+// (eventlog.ErrNotFound for a key nobody started). A key is UTF-8 text
+// without NUL bytes, at most [MaxKeyLen] bytes.
+//
+// # Wake times
+//
+// Every time the kernel waits for — a Sleep's wake time, a retry's
+// RetryAt, a Deadline — saturates at eventlog.MaxWakeTime (2262-01-01
+// UTC) instead of overflowing: Sleep(math.MaxInt64) parks "forever", and
+// the stores keep that time, never a negative one that would make the
+// execution always due.
+//
+// # Decisions accepted as built (DESIGN §15½.12)
+//
+// These were choices of the first build, now part of the contract: an
+// append after an execution's terminal event is refused (its lineage is
+// closed, DESIGN §3); driver.Collector's Live takes the refs, the bindings
+// and a grace period; deleting an execution (a tombstone) frees its start
+// key; eventlog.Deleter, UsageReporter, KeptPrefix and Claimer are the
+// stores' optional interfaces for Delete, usage, tombstones' prefixes and
+// Serve's claim, found through eventlog.As; a child step is gated in a
+// fork like any live step; a refused re-run of an orphan is step.abandoned
+// then step.denied; [Strict]'s exact promise covers calls of different
+// (kind, target) pairs, and concurrent calls of one pair past the recorded
+// history may be reported as nondeterministic; a nondeterministic failure
+// is terminal; [ReplayOnly] replays without running anything;
+// driver.Differ returns a driver.Difference; a lease's expiry is judged by
+// the store's clock (the database's on Postgres) and wake times by the
+// kernel's; driver.Sizer reports a capture's size; a divergence mark
+// (fork.diverged) survives later binds — the coverage users are told of
+// (logical) may differ from the coverage that decides captures (physical);
+// and on Pebble the WAL's last synced record after a crash cannot be told
+// from a torn write (eventlog/pebblestore's doc says what that means).
 package sdk

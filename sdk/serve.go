@@ -178,10 +178,16 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 // Warn when it changes, not at every attempt; a later run that gets past
 // it clears the note. Any other error is the execution's (recorded in the
 // log) and is logged at Debug.
+//
+// A recorded outcome is logged even when ctx ended after the run returned
+// it; any other error of a run that ctx cut short says nothing.
 func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID, err error, o serveOptions) {
-	if ctx.Err() != nil {
+	var ee *ExecutionError
+	var ce *CancelledError
+	if ctx.Err() != nil && !errors.As(err, &ee) && !errors.As(err, &ce) {
 		return
 	}
+	ctx = context.WithoutCancel(ctx)
 	var keeper eventlog.RetryKeeper
 	eventlog.As(k.log, &keeper)
 	if unrecorded(err) {

@@ -86,19 +86,6 @@ func (r *serveRuns) skip(id eventlog.ID, mark uint64, now time.Time) bool {
 	return ok && now.Before(b.retryAt)
 }
 
-// backingOff returns the executions that back off until after now.
-func (r *serveRuns) backingOff(now time.Time) []eventlog.ID {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []eventlog.ID
-	for id, b := range r.mu.failing {
-		if now.Before(b.retryAt) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
 // failed records that a run of id failed with err, which the log does not
 // record, at now: the first wait is first, each next one doubles, up to
 // maxRunBackoff. It returns the backoff and whether the error changed (a
@@ -130,7 +117,8 @@ func (r *serveRuns) recovered(id eventlog.ID) bool {
 // unrecorded reports whether a run's err is an error the log does not
 // record and that a later run may get past, so that Serve backs the
 // execution off (DESIGN §15½.11): not a recorded end, a park, another
-// owner's claim or lease, an owner away (§15½.4), and not ctx ending.
+// owner's claim or lease, an owner away (§15½.4), a deleted execution,
+// and not ctx ending.
 // ErrCorrupt counts: one execution's damaged lineage must not stop Serve
 // nor take its slots.
 func unrecorded(err error) bool {
@@ -141,6 +129,7 @@ func unrecorded(err error) bool {
 		errors.Is(err, ErrWaiting), errors.Is(err, ErrCancelled), errors.Is(err, ErrBusy),
 		errors.Is(err, ErrResourceUnavailable),
 		errors.Is(err, eventlog.ErrLeaseLost), errors.Is(err, eventlog.ErrLeaseHeld),
+		errors.Is(err, eventlog.ErrNotFound), // deleted: no listing shows it again
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}
