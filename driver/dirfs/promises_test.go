@@ -2,7 +2,10 @@ package dirfs_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -50,5 +53,40 @@ func TestCaptureRefreshesCheckpointAge(t *testing.T) {
 	must(t, err)
 	if st.Checkpoints != 1 || slices.Contains(refs, ref) {
 		t.Fatalf("Live past the grace period removed %d checkpoint(s); store holds %v, want %s gone", st.Checkpoints, refs, ref)
+	}
+}
+
+// TestLiveKeepsYoungWorkspaces: Live keeps a workspace no binding names
+// while it is younger than the grace period — its binding may not be
+// recorded yet — and removes it once it is older; a listed workspace stays
+// whatever its age.
+func TestLiveKeepsYoungWorkspaces(t *testing.T) {
+	ctx := context.Background()
+	d := newDriver(t)
+	_, young := create(t, d, "")
+	_, listed := create(t, d, "")
+	path := func(b dirfs.Binding) string { return filepath.Join(dirfs.StoreDir(d), "workspaces", b.Workspace) }
+	old := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(path(listed), old, old))
+
+	st, err := d.Live(ctx, nil, []dirfs.Binding{listed}, 10*time.Minute)
+	must(t, err)
+	for _, b := range []dirfs.Binding{young, listed} {
+		if _, err := os.Stat(path(b)); err != nil {
+			t.Fatalf("Live removed workspace %s (Resources %d): %v", b.Workspace, st.Resources, err)
+		}
+	}
+	if st.Resources != 0 {
+		t.Fatalf("Live removed %d workspaces, want none", st.Resources)
+	}
+
+	must(t, os.Chtimes(path(young), old, old))
+	st, err = d.Live(ctx, nil, []dirfs.Binding{listed}, 10*time.Minute)
+	must(t, err)
+	if _, err := os.Stat(path(young)); !errors.Is(err, fs.ErrNotExist) || st.Resources != 1 {
+		t.Fatalf("Live past the grace period: Resources %d, unlisted workspace: %v; want it removed", st.Resources, err)
+	}
+	if _, err := os.Stat(path(listed)); err != nil {
+		t.Fatalf("Live removed the listed workspace: %v", err)
 	}
 }
