@@ -71,3 +71,59 @@ func TestOverrideOnlyFinalOutcome(t *testing.T) {
 		t.Fatalf("fork's last event %s %+v, want fork.created at 6 overriding s1", got[6].Kind(), got[6].Data)
 	}
 }
+
+// TestDiffFailureMessages: two sides whose step failed with different
+// errors differ in that step (Changed), and with the same error they are
+// the Same: a failure's message is part of its outcome, as a success's
+// result is.
+func TestDiffFailureMessages(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	started := &eventlog.StepStarted{StepID: "s1", StepKind: eventlog.StepTool, Target: "t", Args: []byte(`{}`),
+		Idempotency: eventlog.SafeToRetry, Attempt: 1}
+	var evs []eventlog.Event
+	for i, p := range []eventlog.Payload{
+		&eventlog.ExecutionCreated{Agent: "a", Input: []byte(`"in"`)},
+		&eventlog.DispatchStarted{Dispatch: 1},
+		started,
+		&eventlog.StepFailed{StepID: "s1", Error: "disk full"},
+		&eventlog.ExecutionFailed{Code: "tool_failed", Error: "disk full"},
+	} {
+		evs = append(evs, eventlog.Event{Seq: uint64(i + 1), Time: epoch, Data: p})
+	}
+	root := writeRoot(t, s, evs)
+	forkFailing := func(msg string) eventlog.ID {
+		t.Helper()
+		id, _, err := fork.Create(ctx, s, root, 2, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own := []eventlog.Event{
+			{Time: epoch, Data: &eventlog.DispatchStarted{Dispatch: 2}},
+			{Time: epoch, Data: started},
+			{Time: epoch, Data: &eventlog.StepFailed{StepID: "s1", Error: msg}},
+			{Time: epoch, Data: &eventlog.ExecutionFailed{Code: "tool_failed", Error: msg}},
+		}
+		if _, err := s.Append(ctx, id, 3, own...); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	for _, c := range []struct {
+		msg  string
+		want fork.Change
+	}{{"quota exceeded", fork.Changed}, {"disk full", fork.Same}} {
+		f := forkFailing(c.msg)
+		cmpn, err := fork.Diff(ctx, s, root, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cmpn.Steps) != 1 || cmpn.Steps[0].StepID != "s1" {
+			t.Fatalf("Diff steps = %+v, want s1 alone", cmpn.Steps)
+		}
+		d := cmpn.Steps[0]
+		if d.Change != c.want || d.A == nil || d.B == nil || d.A.Error != "disk full" || d.B.Error != c.msg {
+			t.Errorf("s1 failed with %q vs %q: change %s, A %+v, B %+v; want %s", "disk full", c.msg, d.Change, d.A, d.B, c.want)
+		}
+	}
+}
