@@ -154,7 +154,9 @@ func TestLeaseNeverLapsesWhileRunning(t *testing.T) {
 		t.Fatalf("%d claims and renewals in a body of four TTLs, want about twelve (every third of the TTL)", len(calls))
 	}
 	for i, c := range calls {
-		if d := c.expires.Sub(c.at); d < ttl-50*time.Millisecond || d > ttl+50*time.Millisecond {
+		// The store reads its clock after the call began: the lease
+		// lasts the TTL from then, give or take a slow call.
+		if d := c.expires.Sub(c.at); d < ttl || d > ttl+250*time.Millisecond {
 			t.Errorf("call %d at %v returned a lease expiring %v later, want the TTL %v from now", i, c.at.Format("15:04:05.000"), d, ttl)
 		}
 		if i == 0 {
