@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ func TestLeaser(t *testing.T, open func(t *testing.T) LeaseStore) {
 	t.Run("BadInput", func(t *testing.T) { testLeaseBadInput(t, open(t)) })
 	t.Run("RacingClaims", func(t *testing.T) { testRacingClaims(t, open(t)) })
 	t.Run("EpochsRise", func(t *testing.T) { testEpochsRise(t, open(t)) })
+	t.Run("RenewFromNow", func(t *testing.T) { testRenewFromNow(t, open(t)) })
 }
 
 // testEpochsRise: DESIGN §15½.5 — every claim of an execution gets an
@@ -292,5 +294,49 @@ func waitExpired(t *testing.T, s eventlog.Leaser, id eventlog.ID) {
 			t.Fatalf("the lease %+v of %s is live 30s after it was to expire", l, id)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testRenewFromNow: Renew sets the expiry to ttl from now (the store's
+// clock), not from the previous expiry, whether that lengthens or shortens
+// the lease, and Holder reports what Renew returned. A lease renewed with a
+// short ttl lapses after it, and another owner may claim it.
+func testRenewFromNow(t *testing.T, s LeaseStore) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	l, err := s.Claim(ctx, id, "A", time.Minute)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	// The store's clock may be a database's: allow it to differ a little.
+	const skew = 2 * time.Second
+	within := func(what string, got time.Time, ttl time.Duration, before, after time.Time) {
+		t.Helper()
+		if got.Before(before.Add(ttl-skew)) || got.After(after.Add(ttl+skew)) {
+			t.Fatalf("%s: expires %v, want %v from now (between %v and %v)", what, got, ttl, before.Add(ttl), after.Add(ttl))
+		}
+	}
+	for _, ttl := range []time.Duration{time.Minute, 10 * time.Minute, 20 * time.Second} {
+		before := time.Now()
+		r, err := s.Renew(ctx, l, ttl)
+		after := time.Now()
+		if err != nil || r.Epoch != l.Epoch || r.Owner != "A" {
+			t.Fatalf("Renew(%v) = %+v, %v; want A's lease, same epoch", ttl, r, err)
+		}
+		within(fmt.Sprintf("Renew(%v)", ttl), r.Expires, ttl, before, after)
+		h, ok, err := s.Holder(ctx, id)
+		if err != nil || !ok || !h.Expires.Equal(r.Expires) {
+			t.Fatalf("Holder after Renew(%v) = %+v, %v, %v; want the renewed lease %+v", ttl, h, ok, err, r)
+		}
+		l = r
+	}
+	// A renewal with a short ttl lapses after it: the minutes granted
+	// before do not carry over.
+	if _, err := s.Renew(ctx, l, shortTTL); err != nil {
+		t.Fatalf("Renew(%v): %v", shortTTL, err)
+	}
+	waitExpired(t, s, id)
+	if l2, err := s.Claim(ctx, id, "B", time.Minute); err != nil || l2.Epoch <= l.Epoch {
+		t.Fatalf("Claim by B after the short renewal lapsed = %+v, %v", l2, err)
 	}
 }
