@@ -43,6 +43,12 @@
 //	abandoned s7
 //	diverged unconsumed=s8,s9
 //
+// and the two kinds of format version 3 (its new fields of older kinds have
+// no text form yet: Format leaves them out):
+//
+//	message_received m1 topic=chat value=`"hi"` from=alice
+//	event_set progress value=`{"done":3}`
+//
 // # Values
 //
 // A value is a bare word (no spaces, quotes or '=', not starting with @ or

@@ -246,6 +246,22 @@ func FormatEvent(ev eventlog.Event) string {
 		}
 		l.word("diverged")
 		l.list("unconsumed", p.Unconsumed)
+	case *eventlog.MessageReceived:
+		if p == nil {
+			break
+		}
+		l.word("message_received")
+		l.pos(p.MessageID)
+		l.field("topic", p.Topic)
+		l.bytes("value", p.Value)
+		l.nonEmpty("from", p.From)
+	case *eventlog.EventSet:
+		if p == nil {
+			break
+		}
+		l.word("event_set")
+		l.pos(p.Key)
+		l.bytes("value", p.Value)
 	}
 	if l.b.Len() == 0 {
 		return "invalid"

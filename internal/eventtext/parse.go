@@ -185,6 +185,15 @@ func parseEvent(toks []token) (eventlog.Payload, error) {
 		p = &eventlog.StepAbandoned{StepID: a.pos("step id")}
 	case "diverged":
 		p = &eventlog.ForkDiverged{Unconsumed: a.list("unconsumed")}
+	case "message_received":
+		p = &eventlog.MessageReceived{
+			MessageID: a.pos("message id"),
+			Topic:     a.required("topic"),
+			Value:     a.bytes("value"),
+			From:      a.optional("from", ""),
+		}
+	case "event_set":
+		p = &eventlog.EventSet{Key: a.pos("key"), Value: a.bytes("value")}
 	default:
 		return nil, fmt.Errorf("unknown event %q", verb.val)
 	}
