@@ -101,6 +101,8 @@ type Store struct {
 	// fast counts appends tried in one round trip (pipeline.go) and those
 	// that wrote, for tests.
 	fast struct{ tried, wrote atomic.Uint64 }
+	// listen is the LISTEN connection behind Changes (notify.go).
+	listen listener
 }
 
 // cachedIndex is an execution's folds at one head: its index and its
@@ -116,6 +118,7 @@ var (
 	_ eventlog.Leaser     = (*Store)(nil)
 	_ eventlog.Inbox      = (*Store)(nil)
 	_ eventlog.Claimer    = (*Store)(nil)
+	_ eventlog.Notifier   = (*Store)(nil)
 )
 
 // Open connects to the Postgres database at url (a postgres:// or
@@ -354,6 +357,7 @@ func (s *Store) Close() error {
 	s.life.closing = true
 	s.life.Unlock()
 	s.life.active.Wait()
+	s.stopListening()
 	s.pool.Close()
 	return nil
 }

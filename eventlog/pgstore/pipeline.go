@@ -54,8 +54,10 @@ func (s *Store) fastSQL(leased, states bool) string {
 				$21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::bigint[])
 				AS r (key, seq, generation, lo, hi, coverage_reuse, bound, latest_ref, latest_at, latest_gen, diverged))`
 	}
+	// The NOTIFY (notify.go) reads upd, so it is sent only when the
+	// append wrote; Postgres delivers it at the commit.
 	return sql + `
-		SELECT count(*) FROM upd`
+		SELECT count(*) FROM upd, LATERAL (SELECT pg_notify('` + s.q.channel + `', encode(upd.id, 'hex'))) AS n`
 }
 
 // stateArrays is the index entries of an append as the fast statement's
