@@ -10,9 +10,9 @@ import "context"
 // fallback: delivery is prompt but not guaranteed.
 type Notifier interface {
 	// Changes returns a channel that receives the ID of each execution
-	// that any process (this one included) appended events to or
-	// requested something of (Inbox.Request), soon after the write
-	// committed. A zero ID says that changes may have been missed (the
+	// that any process (this one included) appended events to,
+	// requested something of (Inbox.Request) or released the lease of
+	// (Leaser.Release), soon after the write committed. A zero ID says that changes may have been missed (the
 	// listener reconnected): the receiver should look at everything it
 	// waits for. When the receiver falls behind, IDs are dropped, never
 	// queued without bound. The channel is closed when ctx ends or the

@@ -61,8 +61,7 @@ func kindAt(t *testing.T, evs []eventlog.Event, k eventlog.Kind, from int) int {
 // TestServeWakesOnChildEndAcrossProcesses (DESIGN §15½.6): a parent parked
 // for its child, in kernel A whose Serve polls every 30 s; the child
 // sleeps past ParkAfter and kernel B — another store on the schema,
-// another process, which serves only the child's agent — runs it to its
-// end. The child's terminal append NOTIFYs, and A's Serve resumes the
+// another process — runs it to its end. The child's terminal append NOTIFYs, and A's Serve resumes the
 // parent within a second of it: dispatch 2, the child's result, completed.
 func TestServeWakesOnChildEndAcrossProcesses(t *testing.T) {
 	ctx := t.Context()
@@ -90,8 +89,17 @@ func TestServeWakesOnChildEndAcrossProcesses(t *testing.T) {
 	if err != nil || len(kids) != 1 {
 		t.Fatalf("children %+v (%v), want one", kids, err)
 	}
-	serveIn(t, kB, sdk.PollEvery(10*time.Millisecond))
-	awaitTerminal(t, stores[1], kids[0].ID, 10*time.Second)
+	awaitStatus(t, stores[1], kids[0].ID, eventlog.StatusWaiting)
+	// B takes the child's lease long before its wake time, so A's kernel
+	// never runs it, and sleeps out the rest of it.
+	res, err := kB.Run(ctx, kids[0].ID)
+	if err != nil {
+		t.Fatalf("B's run of the child: %v", err)
+	}
+	var out int
+	if res.Decode(&out) != nil || out != 42 {
+		t.Fatalf("B's run of the child = %s, want 42", res.Output)
+	}
 	awaitTerminal(t, stores[0], parent, 5*time.Second)
 
 	cev := events(t, kB, kids[0].ID)

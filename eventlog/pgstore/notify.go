@@ -10,7 +10,9 @@ import (
 )
 
 // Wakeups across processes (DESIGN §15½.6, §15½.14). Every append (Append,
-// AppendUnsynced, Take) and every Request sends NOTIFY on the store's
+// AppendUnsynced, Take), every Request and every Release of a lease (the
+// owner's last append was announced while it still held the lease, so a
+// Serve told of it could not claim the execution yet) sends NOTIFY on the store's
 // channel, "forkline_" and the schema's name, in its own transaction, so
 // Postgres delivers it at the commit and never for a write that rolled
 // back; the payload is the execution's ID in hex. A store's listener, one

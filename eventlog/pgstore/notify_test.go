@@ -57,8 +57,8 @@ func expectQuiet(t *testing.T, ch <-chan eventlog.ID, what string) {
 // TestChangesAcrossStores: a store's Changes hears, through LISTEN/NOTIFY,
 // every write another store on the same schema (another process) commits
 // to an execution — appends on the one-statement path and the locking
-// path, AppendUnsynced, Take and Request — and nothing for an append that
-// wrote nothing; its channels close when their ctx ends and at Close.
+// path, AppendUnsynced, Take, Request and Release — and nothing for an
+// append that wrote nothing, nor for a Claim; its channels close when their ctx ends and at Close.
 func TestChangesAcrossStores(t *testing.T) {
 	ctx := t.Context()
 	url, schema := pgtest.Schema(t)
@@ -108,6 +108,15 @@ func TestChangesAcrossStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectChange(t, ch, id, "Take")
+	l, err := b.Claim(ctx, id, "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectQuiet(t, ch, "Claim")
+	if err := b.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, ch, id, "Release")
 
 	// A Changes channel closes when its ctx ends, the others stay.
 	sub, cancel := context.WithCancel(ctx)
