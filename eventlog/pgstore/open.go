@@ -76,7 +76,7 @@ func WithSchema(name string) Option {
 }
 
 // Store is the Postgres implementation of eventlog.IndexedLog,
-// eventlog.Leaser, eventlog.Inbox and eventlog.Claimer.
+// eventlog.Leaser, eventlog.Inbox, eventlog.Claimer and eventlog.Notifier.
 type Store struct {
 	pool   *pgxpool.Pool
 	schema string
