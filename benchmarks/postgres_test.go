@@ -13,7 +13,8 @@ import (
 )
 
 // TestHarnessPostgresShort runs scenario 8 at CI sizes against the test
-// server: its three rows, each with a positive figure.
+// server: its four rows, each with a positive figure (8d, the wake, with
+// an absolute target and no baseline).
 func TestHarnessPostgresShort(t *testing.T) {
 	url := pgtest.URL(t)
 	r, err := Run(context.Background(), Config{Short: true, Duration: 50 * time.Millisecond, Run: regexp.MustCompile("^8$"), Postgres: url})
@@ -23,12 +24,12 @@ func TestHarnessPostgresShort(t *testing.T) {
 	var got []string
 	for _, row := range r.Rows {
 		got = append(got, row.ID)
-		if row.Forkline.Value <= 0 || row.Baseline == nil || row.Baseline.Value <= 0 {
+		if row.Forkline.Value <= 0 || (row.ID != "8d") != (row.Baseline != nil) || row.Baseline != nil && row.Baseline.Value <= 0 {
 			t.Errorf("row %s: figures %+v, %+v", row.ID, row.Forkline, row.Baseline)
 		}
 	}
-	if fmt.Sprint(got) != "[8a 8b 8c]" {
-		t.Fatalf("rows %v, want 8a 8b 8c", got)
+	if fmt.Sprint(got) != "[8a 8b 8c 8d]" {
+		t.Fatalf("rows %v, want 8a 8b 8c 8d", got)
 	}
 }
 
