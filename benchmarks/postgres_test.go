@@ -77,6 +77,35 @@ func BenchmarkPostgresAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkPostgresWake stands for a runtime of several processes on one
+// Postgres (row 8d): the latency from an Approve in one store to the next
+// dispatch.started of the approved execution in another, whose Serve
+// polls every 30 s, so only LISTEN/NOTIFY wakes it.
+func BenchmarkPostgresWake(b *testing.B) {
+	ctx := context.Background()
+	b.Run("event=approve", func(b *testing.B) {
+		pb, err := openPGBench(ctx, pgtest.URL(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pb.Close()
+		kA, kB, stop, err := newPGWakePair(ctx, pb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer stop()
+		var total float64
+		for b.Loop() {
+			ms, err := pgWakeOnce(ctx, kA, kB)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += ms
+		}
+		b.ReportMetric(total/float64(b.N), "ms/wake")
+	})
+}
+
 // BenchmarkPostgresFork stands for a user forking a long execution kept in
 // Postgres (scenario 8): at seq 10 and at the history's last seq.
 func BenchmarkPostgresFork(b *testing.B) {

@@ -24,43 +24,11 @@ const wakeSamples = 8
 
 // runPGWake measures e.cfg.Rounds rounds of wakeSamples wakes.
 func runPGWake(e *env, b *pgBench) (Row, error) {
-	stA, err := b.store(e.ctx)
+	kA, kB, stop, err := newPGWakePair(e.ctx, b)
 	if err != nil {
 		return Row{}, err
 	}
-	defer stA.Close()
-	stB, err := b.store(e.ctx)
-	if err != nil {
-		return Row{}, err
-	}
-	defer stB.Close()
-	gate := func(_ context.Context, c policy.Call) policy.Decision {
-		return policy.Decision{Allow: true, Approval: c.Target == "wake_tool"}
-	}
-	register := func(k *sdk.Kernel) error {
-		tool := sdk.DefineTool("wake_tool", func(_ context.Context, n int) (int, error) { return n, nil })
-		_, err := sdk.Register(k, "wake", func(ctx context.Context, n int) (int, error) { return tool.Call(ctx, n) })
-		return err
-	}
-	kA, err := sdk.New(stA, sdk.WithOwner("bench-A"), sdk.WithGate(gate), sdk.ParkAfter(time.Millisecond))
-	if err != nil {
-		return Row{}, err
-	}
-	kB, err := sdk.New(stB, sdk.WithOwner("bench-B"), sdk.WithGate(gate))
-	if err != nil {
-		return Row{}, err
-	}
-	if err := register(kA); err != nil {
-		return Row{}, err
-	}
-	if err := register(kB); err != nil {
-		return Row{}, err
-	}
-	ctx, stop := context.WithCancel(e.ctx)
-	served := make(chan error, 1)
-	go func() { served <- kA.Serve(ctx, sdk.PollEvery(30*time.Second)) }()
-	defer func() { stop(); <-served }()
-
+	defer stop()
 	load := loadAverage()[0]
 	var all, rounds []float64
 	for range e.cfg.Rounds {
@@ -79,10 +47,54 @@ func runPGWake(e *env, b *pgBench) (Row, error) {
 	p99 := quantile(all, 0.99)
 	met := med < 100
 	return Row{ID: "8d", Scenario: "Postgres wake across processes: Approve in store B to dispatch.started in store A (Serve polling every 30 s)",
-		Bench: "PostgresWake/approve", Forkline: Figure{What: "forkline on Postgres, median", Value: med, Unit: "ms", Rounds: rounds},
+		Bench: "PostgresWake/event=approve", Forkline: Figure{What: "forkline on Postgres, median", Value: med, Unit: "ms", Rounds: rounds},
 		Target: "median < 100 ms", Met: &met, Load: load,
 		Note: fmt.Sprintf("%d wakes; p99 %.1f ms, max %.1f ms. Rounds are each round's median of %d wakes. Each wake: B's Approve (a request and, with no live owner, B's claim, take and release, each NOTIFYing forkline_<schema> at its commit); A's Serve, woken by its LISTEN connection, claims the execution and appends dispatch.started.",
 			len(all), p99, slices.Max(all), wakeSamples)}, nil
+}
+
+// newPGWakePair opens two stores on b's schema (two processes) and a
+// kernel on each: A Serves with a 30 s poll and parks a wait past 1 ms;
+// stop ends the Serve and closes the stores.
+func newPGWakePair(ctx context.Context, b *pgBench) (kA, kB *sdk.Kernel, stop func(), err error) {
+	stA, err := b.store(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stB, err := b.store(ctx)
+	if err != nil {
+		stA.Close()
+		return nil, nil, nil, err
+	}
+	closeStores := func() { stB.Close(); stA.Close() }
+	gate := func(_ context.Context, c policy.Call) policy.Decision {
+		return policy.Decision{Allow: true, Approval: c.Target == "wake_tool"}
+	}
+	register := func(k *sdk.Kernel) error {
+		tool := sdk.DefineTool("wake_tool", func(_ context.Context, n int) (int, error) { return n, nil })
+		_, err := sdk.Register(k, "wake", func(ctx context.Context, n int) (int, error) { return tool.Call(ctx, n) })
+		return err
+	}
+	kA, err = sdk.New(stA, sdk.WithOwner("bench-A"), sdk.WithGate(gate), sdk.ParkAfter(time.Millisecond))
+	if err == nil {
+		err = register(kA)
+	}
+	if err != nil {
+		closeStores()
+		return nil, nil, nil, err
+	}
+	kB, err = sdk.New(stB, sdk.WithOwner("bench-B"), sdk.WithGate(gate))
+	if err == nil {
+		err = register(kB)
+	}
+	if err != nil {
+		closeStores()
+		return nil, nil, nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- kA.Serve(sctx, sdk.PollEvery(30*time.Second)) }()
+	return kA, kB, func() { cancel(); <-served; closeStores() }, nil
 }
 
 // pgWakeOnce parks one execution in kA, approves it from kB and returns the
