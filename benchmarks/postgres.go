@@ -20,7 +20,7 @@ import (
 // table of the same shape, on a pool of the same size; and a fork at the
 // last seq of a long history against one at seq 10. Every contestant runs
 // on the same server in one schema made for the run and dropped after it.
-// Row 8d (wake.go) times a wake across processes through LISTEN/NOTIFY.
+// Row 8w (wake.go) times a wake across processes through LISTEN/NOTIFY.
 
 // pgBench is the run's schema on the server.
 type pgBench struct {

@@ -13,7 +13,7 @@ import (
 )
 
 // TestHarnessPostgresShort runs scenario 8 at CI sizes against the test
-// server: its four rows, each with a positive figure (8d, the wake, with
+// server: its four rows, each with a positive figure (8w, the wake, with
 // an absolute target and no baseline).
 func TestHarnessPostgresShort(t *testing.T) {
 	url := pgtest.URL(t)
@@ -24,12 +24,12 @@ func TestHarnessPostgresShort(t *testing.T) {
 	var got []string
 	for _, row := range r.Rows {
 		got = append(got, row.ID)
-		if row.Forkline.Value <= 0 || (row.ID != "8d") != (row.Baseline != nil) || row.Baseline != nil && row.Baseline.Value <= 0 {
+		if row.Forkline.Value <= 0 || (row.ID != "8w") != (row.Baseline != nil) || row.Baseline != nil && row.Baseline.Value <= 0 {
 			t.Errorf("row %s: figures %+v, %+v", row.ID, row.Forkline, row.Baseline)
 		}
 	}
-	if fmt.Sprint(got) != "[8a 8b 8c 8d]" {
-		t.Fatalf("rows %v, want 8a 8b 8c 8d", got)
+	if fmt.Sprint(got) != "[8a 8b 8c 8w]" {
+		t.Fatalf("rows %v, want 8a 8b 8c 8w", got)
 	}
 }
 
@@ -78,7 +78,7 @@ func BenchmarkPostgresAppend(b *testing.B) {
 }
 
 // BenchmarkPostgresWake stands for a runtime of several processes on one
-// Postgres (row 8d): the latency from an Approve in one store to the next
+// Postgres (row 8w): the latency from an Approve in one store to the next
 // dispatch.started of the approved execution in another, whose Serve
 // polls every 30 s, so only LISTEN/NOTIFY wakes it.
 func BenchmarkPostgresWake(b *testing.B) {

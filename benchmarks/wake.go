@@ -12,7 +12,7 @@ import (
 	"github.com/forkline/forkline/sdk"
 )
 
-// Row 8d, the wake across processes on Postgres (DESIGN §15½.6, §15½.14):
+// Row 8w, the wake across processes on Postgres (DESIGN §15½.6, §15½.14):
 // kernel A, on its own pgstore.Store, Serves with a 30 s poll; an
 // execution of it parks awaiting an approval; kernel B, on another store
 // of the same schema (another process), approves it. The latency is from
@@ -46,7 +46,7 @@ func runPGWake(e *env, b *pgBench) (Row, error) {
 	med := median(all)
 	p99 := quantile(all, 0.99)
 	met := med < 100
-	return Row{ID: "8d", Scenario: "Postgres wake across processes: Approve in store B to dispatch.started in store A (Serve polling every 30 s)",
+	return Row{ID: "8w", Scenario: "Postgres wake across processes: Approve in store B to dispatch.started in store A (Serve polling every 30 s)",
 		Bench: "PostgresWake/event=approve", Forkline: Figure{What: "forkline on Postgres, median", Value: med, Unit: "ms", Rounds: rounds},
 		Target: "median < 100 ms", Met: &met, Load: load,
 		Note: fmt.Sprintf("%d wakes; p99 %.1f ms, max %.1f ms. Rounds are each round's median of %d wakes. Each wake: B's Approve (a request and, with no live owner, B's claim, take and release, each NOTIFYing forkline_<schema> at its commit); A's Serve, woken by its LISTEN connection, claims the execution and appends dispatch.started.",
