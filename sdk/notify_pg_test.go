@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pgstore"
+	"github.com/forkline/forkline/internal/pgtest"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -166,14 +168,24 @@ func TestServeWakesOnApproveAcrossProcesses(t *testing.T) {
 }
 
 // TestWatchSeesOtherProcessAppends (DESIGN §15½.14): Watch in kernel A
-// yields what another store on the schema (another process) appends as
-// soon as Postgres delivers the NOTIFY, not at Watch's one-second poll:
+// yields what another store on the schema (another process, opened with
+// pgstore.NotifyEveryAppend) appends as soon as Postgres delivers the
+// NOTIFY, not at Watch's one-second poll:
 // each append comes just after Watch's previous read (a poll would take
 // about 900 ms), and the median of seven delays is under 500 ms; it ends
 // at the terminal event.
 func TestWatchSeesOtherProcessAppends(t *testing.T) {
 	ctx := t.Context()
-	stores := openPG(t, 2)
+	url, schema := pgtest.Schema(t)
+	var stores []*pgstore.Store
+	for _, opts := range [][]pgstore.Option{nil, {pgstore.NotifyEveryAppend()}} {
+		s, err := pgstore.Open(ctx, url, append(opts, pgstore.WithSchema(schema))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		stores = append(stores, s)
+	}
 	kA := newKernel(t, stores[0], func(*sdk.Kernel) {})
 	b := stores[1]
 	id, err := b.Create(ctx, &eventlog.ExecutionCreated{Agent: "x"}, time.Now())

@@ -10,7 +10,8 @@ import (
 )
 
 // Wakeups across processes (DESIGN §15½.6, §15½.14). Every append (Append,
-// AppendUnsynced, Take), every Request and every Release of a lease (the
+// AppendUnsynced, Take) that ends an execution — every append with
+// NotifyEveryAppend —, every Request and every Release of a lease (the
 // owner's last append was announced while it still held the lease, so a
 // Serve told of it could not claim the execution yet) sends NOTIFY on the store's
 // channel, "forkline_" and the schema's name, in its own transaction, so
@@ -31,6 +32,21 @@ func notifyChannel(schema string) string {
 		ch = ch[:63]
 	}
 	return ch
+}
+
+// notifies reports whether an append of events NOTIFYs: with
+// NotifyEveryAppend always, else when one of them ends the execution.
+func (s *Store) notifies(events []eventlog.Event) bool {
+	if s.notifyEvery {
+		return true
+	}
+	for _, ev := range events {
+		switch ev.Kind() {
+		case eventlog.KindExecutionCompleted, eventlog.KindExecutionFailed, eventlog.KindExecutionCancelled:
+			return true
+		}
+	}
+	return false
 }
 
 // notifySQL is the statement that announces a write to execution $1.

@@ -55,15 +55,16 @@ func expectQuiet(t *testing.T, ch <-chan eventlog.ID, what string) {
 }
 
 // TestChangesAcrossStores: a store's Changes hears, through LISTEN/NOTIFY,
-// every write another store on the same schema (another process) commits
-// to an execution — appends on the one-statement path and the locking
-// path, AppendUnsynced, Take, Request and Release — and nothing for an
-// append that wrote nothing, nor for a Claim; its channels close when their ctx ends and at Close.
+// every write another store on the same schema (another process) with
+// NotifyEveryAppend commits to an execution — appends on the
+// one-statement path and the locking path, AppendUnsynced, Take, Request and Release — and nothing for an
+// append that wrote nothing, nor for a Claim; its channels close when
+// their ctx ends and at Close.
 func TestChangesAcrossStores(t *testing.T) {
 	ctx := t.Context()
 	url, schema := pgtest.Schema(t)
 	open := func() *pgstore.Store {
-		s, err := pgstore.Open(ctx, url, pgstore.WithSchema(schema))
+		s, err := pgstore.Open(ctx, url, pgstore.WithSchema(schema), pgstore.NotifyEveryAppend())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestChangesLongSchema(t *testing.T) {
 	ctx := t.Context()
 	url, schema := pgtest.Schema(t)
 	long := (schema + "_" + "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklm")[:63]
-	s, err := pgstore.Open(ctx, url, pgstore.WithSchema(long))
+	s, err := pgstore.Open(ctx, url, pgstore.WithSchema(long), pgstore.NotifyEveryAppend())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,4 +172,49 @@ func TestChangesLongSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectChange(t, ch, id, "append")
+}
+
+// TestChangesDefaultTerminalOnly: without NotifyEveryAppend a store
+// NOTIFYs the appends that end an execution (DESIGN §15½.6) — on the
+// one-statement path and the locking path — and requests, not the other
+// appends, whose NOTIFY would serialize concurrent commits.
+func TestChangesDefaultTerminalOnly(t *testing.T) {
+	ctx := t.Context()
+	url, schema := pgtest.Schema(t)
+	open := func() *pgstore.Store {
+		s, err := pgstore.Open(ctx, url, pgstore.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b, c := open(), open(), open()
+	ch := listening(t, ctx, a)
+	t0 := time.Now()
+	ids := make([]eventlog.ID, 2)
+	for i := range ids {
+		id, err := b.Create(ctx, &eventlog.ExecutionCreated{Agent: "x"}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Append(ctx, id, 1, eventlog.Event{Time: t0, Data: &eventlog.DispatchStarted{Dispatch: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	expectQuiet(t, ch, "appends that end nothing")
+	if _, err := b.Request(ctx, ids[0], &eventlog.CancelRequested{Reason: "r"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, ch, ids[0], "Request")
+	done := eventlog.Event{Time: t0, Data: &eventlog.ExecutionCompleted{}}
+	if _, err := b.Append(ctx, ids[0], 2, done); err != nil { // b's fold: one statement
+		t.Fatal(err)
+	}
+	expectChange(t, ch, ids[0], "terminal append on the one-statement path")
+	if _, err := c.Append(ctx, ids[1], 2, done); err != nil { // c has no fold: the locking path
+		t.Fatal(err)
+	}
+	expectChange(t, ch, ids[1], "terminal append on the locking path")
 }
