@@ -10,7 +10,8 @@ import "context"
 // fallback: delivery is prompt but not guaranteed.
 type Notifier interface {
 	// Changes returns a channel that receives the ID of each execution
-	// that any process (this one included) appended events to,
+	// that any process (this one included) appended events to (a store
+	// may announce only the appends that end an execution: say so),
 	// requested something of (Inbox.Request) or released the lease of
 	// (Leaser.Release), soon after the write committed. A zero ID says that changes may have been missed (the
 	// listener reconnected): the receiver should look at everything it

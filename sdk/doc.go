@@ -145,8 +145,9 @@
 // implements eventlog.Notifier (pgstore, through LISTEN/NOTIFY), as soon
 // as the store announces it (DESIGN §15½.6, §15½.14): a child's end, an
 // Approve, Reject or Cancel, or a released lease in another process wakes
-// Serve, and another process's append to the watched execution wakes
-// Watch, typically within milliseconds. The poll stays as the fallback,
+// Serve, and another process's terminal append to the watched execution —
+// any append, when that process's store has pgstore.NotifyEveryAppend —
+// wakes Watch, typically within milliseconds. The poll stays as the fallback,
 // since an announcement may be lost (a listener that reconnects tells
 // Serve and Watch to look at everything).
 //

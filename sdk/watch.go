@@ -49,8 +49,9 @@ func (s *appendSignal) appended() {
 // in its prefix (DESIGN §8½). Appends by this kernel are yielded at once;
 // appends by another kernel or process on the same store as soon as the
 // store announces them (eventlog.Notifier: Postgres's LISTEN/NOTIFY,
-// DESIGN §15½.14), and within about a second (watchPoll) on a store that
-// does not.
+// DESIGN §15½.14 — terminal appends, or every append with
+// pgstore.NotifyEveryAppend), and otherwise within about a second
+// (watchPoll).
 //
 // The error is yielded at most once, and last: an unknown id
 // (eventlog.ErrNotFound), a read error, or ctx's error when ctx ended
