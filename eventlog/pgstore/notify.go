@@ -71,7 +71,9 @@ type listener struct {
 	subs    map[chan eventlog.ID]struct{}
 }
 
-// Changes implements eventlog.Notifier.
+// Changes implements eventlog.Notifier. It announces requests, releases
+// and the appends that end an execution; every append when the writing
+// store has NotifyEveryAppend.
 func (s *Store) Changes(ctx context.Context) (<-chan eventlog.ID, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
