@@ -49,7 +49,7 @@ func runPGWake(e *env, b *pgBench) (Row, error) {
 	return Row{ID: "8w", Scenario: "Postgres wake across processes: Approve in store B to dispatch.started in store A (Serve polling every 30 s)",
 		Bench: "PostgresWake/event=approve", Forkline: Figure{What: "forkline on Postgres, median", Value: med, Unit: "ms", Rounds: rounds},
 		Target: "median < 100 ms", Met: &met, Load: load,
-		Note: fmt.Sprintf("%d wakes; p99 %.1f ms, max %.1f ms. Rounds are each round's median of %d wakes. Each wake: B's Approve (a request and, with no live owner, B's claim, take and release, each NOTIFYing forkline_<schema> at its commit); A's Serve, woken by its LISTEN connection, claims the execution and appends dispatch.started.",
+		Note: fmt.Sprintf("%d wakes; p99 %.1f ms, max %.1f ms. Rounds are each round's median of %d wakes. Each wake: B's Approve (a request and, with no live owner, B's claim, take and release; the request and the release NOTIFY forkline_<schema> at their commits); A's Serve, woken by its LISTEN connection, claims the execution and appends dispatch.started.",
 			len(all), p99, slices.Max(all), wakeSamples)}, nil
 }
 
