@@ -20,6 +20,7 @@ import (
 // table of the same shape, on a pool of the same size; and a fork at the
 // last seq of a long history against one at seq 10. Every contestant runs
 // on the same server in one schema made for the run and dropped after it.
+// Row 8w (wake.go) times a wake across processes through LISTEN/NOTIFY.
 
 // pgBench is the run's schema on the server.
 type pgBench struct {
@@ -194,7 +195,13 @@ func runPostgres(e *env) ([]Row, error) {
 	row := rowOf("8c", fmt.Sprintf("Postgres Fork at seq %s vs at seq %d", humanize.Comma(int64(far)), near), fmt.Sprintf("PostgresFork/at=%d", far),
 		atFar, atNear, div, "time far/near", "≤ 2", atMost(2), load)
 	row.Note = "Latency of one fork (plan from the checkpoint index, a skip scan of the resource keys; one synced transaction writing the fork's row, fork.created and its index rows) of a coder-agent history with a workspace resource."
-	return append(rows, row), nil
+	rows = append(rows, row)
+	e.logf("   wake across processes (LISTEN/NOTIFY)")
+	wake, err := runPGWake(e, b)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, wake), nil
 }
 
 // forkOn is historyFixture.forkOp on another store.

@@ -12,7 +12,8 @@
 //
 // Besides Log, a store may implement optional interfaces: [Leaser] and
 // [Claimer] (ownership and fencing), [Inbox] (requests such as a cancel),
-// [Deleter], [UsageReporter]. A Log that wraps another — for metrics,
+// [Deleter], [UsageReporter], [Notifier] (other processes' writes
+// announced, for a store many processes share). A Log that wraps another — for metrics,
 // tracing, a test recorder — keeps them by exposing the log it wraps with
 // a method Unwrap() Log, and callers find them with [As], which walks the
 // chain of wrappers as errors.As walks errors (DESIGN §15½.3). A type

@@ -137,6 +137,20 @@
 // child itself waits (asleep, awaiting a decision) stays parked until the
 // child ends.
 //
+// # Wakeups across processes
+//
+// Serve and Watch wake at once on this kernel's own appends and requests.
+// What another process writes to a shared store they find at their poll
+// ([PollEvery]; Watch about every second) — or, on a store that
+// implements eventlog.Notifier (pgstore, through LISTEN/NOTIFY), as soon
+// as the store announces it (DESIGN §15½.6, §15½.14): a child's end, an
+// Approve, Reject or Cancel, or a released lease in another process wakes
+// Serve, and another process's terminal append to the watched execution —
+// any append, when that process's store has pgstore.NotifyEveryAppend —
+// wakes Watch, typically within milliseconds. The poll stays as the fallback,
+// since an announcement may be lost (a listener that reconnects tells
+// Serve and Watch to look at everything).
+//
 // # Shutdown
 //
 // The context given to [Kernel.Run] or [Kernel.Serve] belongs to the

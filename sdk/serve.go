@@ -40,8 +40,11 @@ func Concurrency(n int) ServeOption {
 }
 
 // PollEvery sets how often Serve looks for runnable executions that no
-// signal of this kernel announced — started by another kernel on the
-// store, or waiting for a wake time (default 250 ms).
+// signal announced — started by another kernel on the store, or waiting
+// for a wake time (default 250 ms). On a store that announces other
+// processes' writes (eventlog.Notifier: Postgres), Serve also looks at
+// each announcement, so a child's end or a request (Approve, Cancel) in
+// another process wakes it at once; the poll is then the fallback.
 func PollEvery(d time.Duration) ServeOption {
 	return func(o *serveOptions) error {
 		if d <= 0 {
@@ -117,6 +120,7 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 	}
 	var claimer eventlog.Claimer
 	eventlog.As(k.log, &claimer)
+	changes := k.changes(ctx)
 	var out outage
 	for {
 		var err error
@@ -167,9 +171,30 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-k.wake:
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil // the store closed: the poll remains
+			}
 		case <-t.C:
 		}
 	}
+}
+
+// changes returns the channel on which a store shared by processes
+// (eventlog.Notifier: pgstore's LISTEN/NOTIFY) announces their writes,
+// until ctx ends; nil, which never delivers, when the store announces
+// nothing, and then the poll alone finds them.
+func (k *Kernel) changes(ctx context.Context) <-chan eventlog.ID {
+	var n eventlog.Notifier
+	if !eventlog.As(k.log, &n) {
+		return nil
+	}
+	ch, err := n.Changes(ctx)
+	if err != nil {
+		k.logger.Debug("forkline: the store's change notifications are unavailable; polling", "error", err.Error())
+		return nil
+	}
+	return ch
 }
 
 // ranInServe handles the end of a run Serve started (DESIGN §15½.11): an

@@ -47,7 +47,11 @@ func (s *appendSignal) appended() {
 // terminal event (execution.completed, .failed or .cancelled) or when ctx
 // ends. A fork's Watch ends at the fork's own terminal event, never at one
 // in its prefix (DESIGN §8½). Appends by this kernel are yielded at once;
-// appends by another kernel on the same store within about a second.
+// appends by another kernel or process on the same store as soon as the
+// store announces them (eventlog.Notifier: Postgres's LISTEN/NOTIFY,
+// DESIGN §15½.14 — terminal appends, or every append with
+// pgstore.NotifyEveryAppend), and otherwise within about a second
+// (watchPoll).
 //
 // The error is yielded at most once, and last: an unknown id
 // (eventlog.ErrNotFound), a read error, or ctx's error when ctx ended
@@ -62,6 +66,12 @@ func (k *Kernel) Watch(ctx context.Context, id eventlog.ID) iter.Seq2[eventlog.E
 		}
 		own := info.ForkSeq + 1 // the first event of the execution's own
 		next := uint64(1)
+		// Another process's appends are announced by a store that
+		// implements eventlog.Notifier; subscribed before the first read,
+		// so none after it is missed.
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		changes := k.changes(wctx)
 		for {
 			// Take the signal before reading, so that an append between
 			// the read and the wait is not missed.
@@ -79,15 +89,9 @@ func (k *Kernel) Watch(ctx context.Context, id eventlog.ID) iter.Seq2[eventlog.E
 					return
 				}
 			}
-			t := time.NewTimer(watchPoll)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !k.watchWait(ctx, id, appended, &changes) {
 				yield(eventlog.Event{}, fmt.Errorf("sdk: watch %s: %w", id, ctx.Err()))
 				return
-			case <-appended:
-				t.Stop()
-			case <-t.C:
 			}
 		}
 	}
@@ -96,4 +100,31 @@ func (k *Kernel) Watch(ctx context.Context, id eventlog.ID) iter.Seq2[eventlog.E
 // terminalKind reports whether k ends an execution.
 func terminalKind(k eventlog.Kind) bool {
 	return k == eventlog.KindExecutionCompleted || k == eventlog.KindExecutionFailed || k == eventlog.KindExecutionCancelled
+}
+
+// watchWait waits until Watch of id should read again: this kernel
+// appended, the store announced a write to id (or possibly missed ones, the
+// zero ID), or watchPoll passed. It reports false when ctx ended first. A
+// closed changes channel is set to nil.
+func (k *Kernel) watchWait(ctx context.Context, id eventlog.ID, appended <-chan struct{}, changes *<-chan eventlog.ID) bool {
+	t := time.NewTimer(watchPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-appended:
+			return true
+		case got, ok := <-*changes:
+			if !ok {
+				*changes = nil
+				continue
+			}
+			if got == id || got.IsZero() {
+				return true
+			}
+		case <-t.C:
+			return true
+		}
+	}
 }

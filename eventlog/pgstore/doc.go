@@ -1,6 +1,6 @@
 // Package pgstore is the PostgreSQL implementation of the forkline event
-// log (DESIGN §11): eventlog.IndexedLog, eventlog.Leaser, eventlog.Inbox
-// and eventlog.Claimer on github.com/jackc/pgx/v5, for many processes and
+// log (DESIGN §11): eventlog.IndexedLog, eventlog.Leaser, eventlog.Inbox,
+// eventlog.Claimer and eventlog.Notifier on github.com/jackc/pgx/v5, for many processes and
 // hosts sharing one log. Pebble (eventlog/pebblestore) stays the embedded
 // default; both pass the conformance kit eventlog/storetest.
 //
@@ -50,6 +50,25 @@
 // event row that does not decode, or a seq missing from a lineage, is a
 // *eventlog.CorruptionError naming the execution and seq.
 //
+// # Notifications
+//
+// The store implements eventlog.Notifier (DESIGN §15½.6, §15½.14): every
+// append that ends an execution (execution.completed, .failed, .cancelled;
+// with NotifyEveryAppend every append — Append, AppendUnsynced, Take, on
+// the one-statement path too), every Request and every Release of a lease
+// runs pg_notify on the channel
+// forkline_<schema> (cut to 63 bytes) in its own transaction, so the
+// notification is delivered at the commit and never for a write that
+// rolled back; the payload is the execution's ID in hex. The first
+// Changes opens one dedicated connection (outside the pool) that LISTENs
+// on the channel and feeds every Changes channel; it reconnects after an
+// error, from 50 ms doubling to 5 s, sends the zero ID once it listens
+// again, and is closed by Close. sdk's Serve and Watch wake on it, so
+// another process's write reaches them in milliseconds rather than at
+// their poll. Other appends NOTIFY only with NotifyEveryAppend, because
+// Postgres serializes the commits of notifying transactions in a
+// database: with 64 concurrent writers that halved append throughput here.
+//
 // A read (Events, ResourceHistory, List) fetches a page of rows at a time
 // and holds no connection while its caller's loop body runs; no call holds
 // one connection while it waits for another. The pool is pgxpool's: its
@@ -59,7 +78,7 @@
 // # Postgres-only constructs
 //
 // The SQL is standard where that costs nothing. What is not (CockroachDB
-// accepts every item but the last two; it is not tested here):
+// accepts every item but the last three; it is not tested here):
 //
 //   - the types bytea and text[], and array parameters compared with
 //     = ANY($n);
@@ -78,5 +97,7 @@
 //     only: CockroachDB has no asynchronous commit, and AppendUnsynced
 //     would have to be Append there);
 //   - pg_advisory_xact_lock(hashtext(…)), which serializes concurrent
-//     migrations of one schema (Postgres only).
+//     migrations of one schema (Postgres only);
+//   - LISTEN and pg_notify (NOTIFY), for Changes (Postgres only:
+//     CockroachDB has no LISTEN/NOTIFY; a port would poll).
 package pgstore

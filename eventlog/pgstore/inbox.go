@@ -48,7 +48,10 @@ func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO `+s.q.requests+` (execution, n, record) VALUES ($1, $2, $3)`, id[:], n, rec)
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.q.requests+` (execution, n, record) VALUES ($1, $2, $3)`, id[:], n, rec); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.notifySQL(), id[:]) // delivered at the commit (notify.go)
 		return err
 	})
 	if err != nil {

@@ -87,6 +87,12 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 		}
 		_, err = tx.Exec(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = $2, lease_owner = $3, lease_expires_ns = $4, lease_released = $5
 			WHERE id = $1`, id[:], int64(r.lease.Epoch), r.lease.Owner, nanos(r.lease.Expires), r.lease.Released)
+		if err != nil || !r.lease.Released || before.Released {
+			return err
+		}
+		// Released: another process's Serve may claim it now, and one
+		// that was told of the owner's last append found it leased.
+		_, err = tx.Exec(ctx, s.notifySQL(), id[:])
 		return err
 	})
 	if err != nil {

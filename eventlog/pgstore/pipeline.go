@@ -28,7 +28,7 @@ import (
 // fastSQL returns the statement of a fast append: leased, under the epoch
 // in $13; otherwise admitted only while no lease is live by the database's
 // clock. With states, it also inserts the index entries of $14…$25.
-func (s *Store) fastSQL(leased, states bool) string {
+func (s *Store) fastSQL(leased, states, notify bool) string {
 	lease := ` AND lease_epoch = $13 AND NOT lease_released`
 	if !leased {
 		// $13 is 0 and unused; it keeps the parameters' numbering.
@@ -54,8 +54,14 @@ func (s *Store) fastSQL(leased, states bool) string {
 				$21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::bigint[])
 				AS r (key, seq, generation, lo, hi, coverage_reuse, bound, latest_ref, latest_at, latest_gen, diverged))`
 	}
-	return sql + `
+	if !notify {
+		return sql + `
 		SELECT count(*) FROM upd`
+	}
+	// The NOTIFY (notify.go) reads upd, so it is sent only when the
+	// append wrote; Postgres delivers it at the commit.
+	return sql + `
+		SELECT count(*) FROM upd, LATERAL (SELECT pg_notify('` + s.q.channel + `', encode(upd.id, 'hex'))) AS n`
 }
 
 // stateArrays is the index entries of an append as the fast statement's
@@ -125,7 +131,7 @@ func (s *Store) appendFast(ctx context.Context, id eventlog.ID, expectedHead uin
 		args = append(args, nonNil(sa.flight), sa.key, sa.seq, sa.gen, sa.lo, sa.hi, sa.reuse,
 			sa.bound, sa.ref, sa.latestAt, sa.latestGen, sa.diverg)
 	}
-	sql := s.fastSQL(leased, states)
+	sql := s.fastSQL(leased, states, s.notifies(events))
 	s.fast.tried.Add(1)
 	var n int64
 	if unsynced {

@@ -18,12 +18,14 @@ type queries struct {
 	events     string
 	states     string
 	requests   string
+	channel    string // the NOTIFY channel (notify.go), unquoted
 }
 
 func newQueries(schema string) queries {
 	sc := pgx.Identifier{schema}.Sanitize()
 	return queries{schema: sc, executions: sc + ".executions", events: sc + ".events",
-		states: sc + ".resource_states", requests: sc + ".requests"}
+		states: sc + ".resource_states", requests: sc + ".requests",
+		channel: notifyChannel(schema)}
 }
 
 // querier is what a read needs: the pool or a transaction.

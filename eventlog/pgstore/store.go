@@ -363,6 +363,9 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 			dispatched = $7, parked = $8, approvals = $9 WHERE id = $1`,
 			id[:], int64(status.Head), int16(status.Status), nanos(status.Updated), nanos(status.WakeAt), nanos(status.Deadline),
 			status.Dispatched, status.Parked, approvals(status.Approvals))
+		if s.notifies(events) {
+			b.Queue(s.notifySQL(), id[:])
+		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
