@@ -143,14 +143,6 @@ func (a *awaits) skip(id eventlog.ID, now time.Time) bool {
 	return ok && now.Before(e.Next)
 }
 
-// owner returns the owner this kernel left id to, if any.
-func (a *awaits) owner(id eventlog.ID) (string, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	e, ok := a.m[id]
-	return e.Owner, ok
-}
-
 // asAwaiting returns the *AwaitingOwnerError in err's chain.
 func asAwaiting(err error) (*AwaitingOwnerError, bool) {
 	var ae *AwaitingOwnerError
