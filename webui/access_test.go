@@ -386,3 +386,24 @@ func TestBodyCapped(t *testing.T) {
 		t.Fatalf("a refused form changed the log")
 	}
 }
+
+// TestLongInputClipped: a 100 KB execution ID (or status, or path) is
+// quoted in the error by its first 64 characters, once, not echoed whole.
+func TestLongInputClipped(t *testing.T) {
+	g := newGuarded(t)
+	long := strings.Repeat("a", 100<<10)
+	for _, path := range []string{
+		"/e/" + long, "/e/" + long + "/timeline", "/e/" + long + "/fork?at=1", "/api/e/" + long,
+		"/api/e/" + long + "/events", "/api/executions?parent=" + long, "/api/executions?status=" + long,
+		"/?status=" + long, "/?parent=" + long, "/api/" + long,
+		"/e/" + g.done.String() + "/fork?at=" + long,
+	} {
+		resp, body := g.do(t, request{method: "GET", path: path, bearer: secret})
+		if resp.StatusCode != 400 && resp.StatusCode != 404 {
+			t.Errorf("GET %.40s…: %s, want 400 or 404", path, resp.Status)
+		}
+		if len(body) > 600 || !strings.Contains(body, strings.Repeat("a", 60)+"…") {
+			t.Errorf("GET %.40s…: %d bytes of error, want the input cut to 64 characters: %.300s", path, len(body), body)
+		}
+	}
+}

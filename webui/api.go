@@ -25,7 +25,7 @@ func (s *server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/e/{id}/coverage", s.apiCoverage)
 	mux.HandleFunc("GET /api/usage", s.apiUsage)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		apiError(w, http.StatusNotFound, fmt.Errorf("%w: no API endpoint %s %s", eventlog.ErrNotFound, r.Method, r.URL.Path))
+		apiError(w, http.StatusNotFound, fmt.Errorf("%w: no API endpoint %s %s", eventlog.ErrNotFound, r.Method, clipText(r.URL.Path, 80)))
 	})
 }
 

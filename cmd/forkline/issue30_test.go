@@ -1,0 +1,41 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestGCOlderThanOverflow: an age past what a duration holds is reported
+// as too long (not as a format error), exit 2, one line, nothing deleted;
+// a malformed one is still a format error.
+func TestGCOlderThanOverflow(t *testing.T) {
+	f := newFixture(t)
+	before, _, _ := runCLI(t, "--dir", f.dir, "ls")
+	for _, c := range []struct{ age, want string }{
+		{"99999999999h", "too long: a duration goes up to 2562047h"},
+		{"9223372036854775808ns", "too long"},
+		{"1.5h99999999999m", "too long"},
+		{"12 parsecs", "want a Go duration"},
+	} {
+		stdout, stderr, code := runCLI(t, "--dir", f.dir, "gc", "--older-than", c.age)
+		if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("gc --older-than %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.age, code, stdout, stderr, c.want)
+		}
+	}
+	if after, _, _ := runCLI(t, "--dir", f.dir, "ls"); after != before {
+		t.Fatalf("a refused gc changed the log:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// TestLongIDClipped: a 100 KB id or seq is quoted by its first 64
+// characters in the one-line error.
+func TestLongIDClipped(t *testing.T) {
+	f := newFixture(t)
+	long := strings.Repeat("z", 100<<10)
+	for _, args := range [][]string{{"events", long}, {"show", long, "1"}, {"show", f.ids["A"].String(), long}} {
+		_, stderr, code := runCLI(t, append([]string{"--dir", f.dir}, args...)...)
+		if code != exitInput || len(stderr) > 400 || !strings.Contains(stderr, strings.Repeat("z", 60)+"…") {
+			t.Errorf("%.20s…: exit %d, %d bytes: %.200s", strings.Join(args, " "), code, len(stderr), stderr)
+		}
+	}
+}
