@@ -67,7 +67,8 @@ Commands:
   show <id> <seq>           one event, its payload decoded
   fork <id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered]
                             create a fork at an event and print its plan;
-                            --input gives it a new input, --result replays
+                            --input gives it a new input (for the coder
+                            agent, JSON its input type takes), --result replays
                             JSON as a step's result (fork at that step's
                             terminal event), --require-covered refuses an
                             uncovered point
