@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -37,5 +39,38 @@ func TestLongIDClipped(t *testing.T) {
 		if code != exitInput || len(stderr) > 400 || !strings.Contains(stderr, strings.Repeat("z", 60)+"…") {
 			t.Errorf("%.20s…: exit %d, %d bytes: %.200s", strings.Join(args, " "), code, len(stderr), stderr)
 		}
+	}
+}
+
+// TestRecloseCommand: with a byte of FORKLINE-CLOSED flipped, ls fails
+// (exit 1) with one line naming the record, the check it failed and
+// forkline reclose; reclose re-verifies and rewrites it, and ls then
+// prints what it printed before. On --db reclose is bad input.
+func TestRecloseCommand(t *testing.T) {
+	f := newFixture(t)
+	want, _, _ := runCLI(t, "--dir", f.dir, "ls")
+	rec := filepath.Join(logDir(f.dir), "FORKLINE-CLOSED")
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[3] ^= 0x20
+	if err := os.WriteFile(rec, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCLI(t, "--dir", f.dir, "ls")
+	if code != exitFailure || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "FORKLINE-CLOSED") ||
+		!strings.Contains(stderr, "parse check") || !strings.Contains(stderr, "forkline reclose") {
+		t.Fatalf("ls with a flipped record: exit %d, %q", code, stderr)
+	}
+	stdout, stderr, code := runCLI(t, "--dir", f.dir, "reclose")
+	if code != exitOK || !strings.Contains(stdout, "wrote a new one") || !strings.Contains(stdout, "FORKLINE-CLOSED.damaged") {
+		t.Fatalf("reclose: exit %d, %q, %q", code, stdout, stderr)
+	}
+	if got, stderr, code := runCLI(t, "--dir", f.dir, "ls"); code != exitOK || got != want {
+		t.Fatalf("ls after reclose: exit %d %s\n%s\nwant\n%s", code, stderr, got, want)
+	}
+	if _, stderr, code := runCLI(t, "--db", "postgres://nobody@127.0.0.1:1/none", "reclose"); code != exitInput {
+		t.Fatalf("reclose --db: exit %d, %q", code, stderr)
 	}
 }

@@ -81,6 +81,11 @@ Commands:
   check --agent coder [DIR] replay every recorded execution of the coder agent
                             against the current code (read-only) and list
                             where they diverge; exit 1 if any does
+  reclose                   when Open says FORKLINE-CLOSED (the clean-close
+                            record) fails its check and the record is what
+                            was damaged: re-verify DIR/log without it (tables,
+                            write-ahead logs, every event's checksum), then
+                            write a new one; the old one is kept aside
   serve [--addr HOST:PORT]  serve the web page of the executions (default
                             127.0.0.1:7070): list, fork tree, live timelines,
                             coverage, forking; until interrupted. Meanwhile
@@ -259,6 +264,8 @@ func commands() []*command {
 				fs.StringVar(&diffHTML, "html", "", "also write the comparison as an HTML page to this file")
 			},
 			run: func(e *env, pos []string) error { return cmdDiff(e, pos[0], pos[1], diffHTML) }},
+		{name: "reclose", short: "re-verify a log whose clean-close record (FORKLINE-CLOSED) fails its check, and rewrite the record",
+			run: func(e *env, _ []string) error { return cmdReclose(e) }},
 		{name: "serve", args: "[--addr HOST:PORT] [--allow-host NAME]… [--token T | --insecure]", short: "serve the web page of the executions",
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&sv.addr, "addr", defaultAddr, "the address to listen on")
