@@ -47,7 +47,7 @@ func cmdServe(e *env, sv serveFlags) error {
 		return inputErrorf("serve: --token and --insecure contradict each other: give one")
 	}
 	for _, h := range sv.hosts {
-		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ \t") {
+		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ \t") || (strings.Contains(h, ":") && net.ParseIP(strings.Trim(h, "[]")) == nil) {
 			return inputErrorf("serve: --allow-host %q: want a host name or an IP address, without a port", clip(h, 64))
 		}
 	}

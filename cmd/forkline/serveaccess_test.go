@@ -45,6 +45,7 @@ func TestServeNetworkNeedsAWord(t *testing.T) {
 		{"serve", "--addr", ":0"},
 		{"serve", "--token", "x", "--insecure"},
 		{"serve", "--allow-host", ""},
+		{"serve", "--allow-host", "forkline.example:7070"},
 	} {
 		stdout, stderr, code := runCLI(t, append([]string{"--dir", f.dir}, args...)...)
 		if code != exitInput || stdout != "" || strings.Count(stderr, "\n") != 1 {
