@@ -54,6 +54,11 @@ type dispatch struct {
 	awaiting []string
 	drops    []uint64
 
+	// arrived is closed when a message.received is folded (message.go);
+	// recvTopics lists the topics whose Recv calls parked waiting for one.
+	arrived    chan struct{}
+	recvTopics []string
+
 	// recorded is how many steps the lineage recorded when the dispatch
 	// began (the first recorded of replay.State.At); consumed marks, by
 	// index, the steps this dispatch reached again, and nConsumed counts
@@ -236,13 +241,20 @@ func (d *dispatch) takeRequestsLocked() error {
 	}
 	var ns []uint64
 	var payloads []eventlog.Payload
-	var decided []string
+	var decided, received []string
 	for _, r := range reqs {
 		if slices.Contains(d.drops, r.N) {
 			continue
 		}
 		switch r.Data.Kind() {
 		case eventlog.KindCancelRequested:
+		case eventlog.KindMessageReceived:
+			m := r.Data.(*eventlog.MessageReceived)
+			if !d.takeMessageLocked(m, received) {
+				d.drops = append(d.drops, r.N)
+				continue
+			}
+			received = append(received, m.MessageID)
 		case eventlog.KindApprovalGranted, eventlog.KindApprovalRejected:
 			if !d.takeDecisionLocked(r.Data, decided) {
 				d.drops = append(d.drops, r.N)
@@ -314,6 +326,8 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 		switch ev.Kind() {
 		case eventlog.KindApprovalGranted, eventlog.KindApprovalRejected:
 			d.foldedDecisionLocked()
+		case eventlog.KindMessageReceived:
+			d.foldedMessageLocked()
 		}
 	}
 	return nil
@@ -548,6 +562,8 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	poke := make(chan struct{}, 1)
+	d.k.pokes.m.Store(d.id, poke)
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(requestPoll)
@@ -557,6 +573,7 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 			case <-done:
 				return
 			case <-t.C:
+			case <-poke:
 			}
 			d.mu.Lock()
 			if !d.ended {
@@ -575,6 +592,7 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 		}
 	}()
 	return func() {
+		d.k.pokes.m.CompareAndDelete(d.id, poke)
 		close(done)
 		<-finished
 	}

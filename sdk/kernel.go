@@ -58,6 +58,8 @@ type Kernel struct {
 	// (awaiting.go), which Serve does not claim again before their
 	// backoff passes.
 	awaits awaits
+	// pokes wakes a running dispatch's inbox watch on a Send (message.go).
+	pokes pokes
 
 	mu struct {
 		sync.Mutex
