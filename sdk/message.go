@@ -101,9 +101,7 @@ func (k *Kernel) Send(ctx context.Context, id eventlog.ID, topic string, value a
 		return fmt.Errorf("%w: send to %s on %q: the value does not encode: %w", ErrInvalid, id, topic, err)
 	}
 	if o.id == "" {
-		var r [16]byte
-		_, _ = rand.Read(r[:]) // never fails (crypto/rand)
-		o.id = hex.EncodeToString(r[:])
+		o.id = randomID()
 	}
 	var inbox eventlog.Inbox
 	if !eventlog.As(k.log, &inbox) {
@@ -136,6 +134,13 @@ func (k *Kernel) Send(ctx context.Context, id eventlog.ID, topic string, value a
 		}
 	}
 	return nil
+}
+
+// randomID returns a random message ID.
+func randomID() string {
+	var r [16]byte
+	_, _ = rand.Read(r[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(r[:])
 }
 
 // sent reports whether msg's MessageID was sent to id already, received
