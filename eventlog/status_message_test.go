@@ -13,7 +13,9 @@ import (
 func TestStatusMessageWakes(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var s eventlog.StatusState
-	apply := func(seq uint64, at time.Time, p eventlog.Payload) { s.Apply(eventlog.Event{Seq: seq, Time: at, Data: p}) }
+	apply := func(seq uint64, at time.Time, p eventlog.Payload) {
+		s.Apply(eventlog.Event{Seq: seq, Time: at, Data: p})
+	}
 	apply(1, t0, &eventlog.ExecutionCreated{Agent: "a"})
 	apply(2, t0, &eventlog.DispatchStarted{Dispatch: 1})
 	apply(3, t0, &eventlog.MessageReceived{MessageID: "m0", Topic: "in"})
