@@ -43,7 +43,9 @@ func TestSendCommand(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cli := func(args ...string) (string, string, int) { return runCLI(t, append([]string{"--dir", dir}, args...)...) }
+	cli := func(args ...string) (string, string, int) {
+		return runCLI(t, append([]string{"--dir", dir}, args...)...)
+	}
 
 	for _, args := range [][]string{
 		{"send", id.String(), "user", "not json"},
