@@ -58,6 +58,9 @@ type dispatch struct {
 	// recvTopics lists the topics whose Recv calls parked waiting for one.
 	arrived    chan struct{}
 	recvTopics []string
+	// poke makes watchRequests look in the inbox at once (Send in this
+	// process); nil until the handler runs.
+	poke chan struct{}
 
 	// recorded is how many steps the lineage recorded when the dispatch
 	// began (the first recorded of replay.State.At); consumed marks, by
@@ -552,9 +555,11 @@ func (d *dispatch) deadlineLocked() (*Result, error) {
 // reaches the handler's context within it (DESIGN §8½ asks 100 ms).
 const requestPoll = 40 * time.Millisecond
 
-// watchRequests takes the inbox's requests while the handler runs and stops
-// the handler when one of them cancels the execution. It returns the
-// function that ends the watch.
+// watchRequests takes the inbox's requests while the handler runs — every
+// requestPoll, at once when a Send of this process pokes it, and when the
+// store announces a request from another process — and stops the handler
+// when one of them cancels the execution. It returns the function that
+// ends the watch.
 func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 	var inbox eventlog.Inbox
 	if !eventlog.As(d.k.log, &inbox) {
@@ -563,7 +568,15 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	poke := make(chan struct{}, 1)
-	d.k.pokes.m.Store(d.id, poke)
+	d.mu.Lock()
+	d.poke = poke
+	d.mu.Unlock()
+	d.k.pokes.m.Store(d.id, d)
+	// Another process's request is announced by a store shared by
+	// processes (eventlog.Notifier: Postgres's NOTIFY at the request's
+	// commit): taken then, not at the next poll.
+	cctx, endChanges := context.WithCancel(context.WithoutCancel(d.ctx))
+	changes := d.k.changes(cctx)
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(requestPoll)
@@ -574,6 +587,14 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 				return
 			case <-t.C:
 			case <-poke:
+			case got, ok := <-changes:
+				if !ok {
+					changes = nil
+					continue
+				}
+				if got != d.id && !got.IsZero() {
+					continue
+				}
 			}
 			d.mu.Lock()
 			if !d.ended {
@@ -592,9 +613,10 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 		}
 	}()
 	return func() {
-		d.k.pokes.m.CompareAndDelete(d.id, poke)
+		d.k.pokes.m.CompareAndDelete(d.id, d)
 		close(done)
 		<-finished
+		endChanges()
 	}
 }
 

@@ -162,11 +162,11 @@ func (k *Kernel) sent(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID,
 	if pending != nil {
 		return same(pending.Topic, pending.Value, "sent before")
 	}
-	st, err := replay.Fold(k.log.Events(ctx, id, 1))
+	m, ok, err := k.received(ctx, id, msg.MessageID)
 	if err != nil {
 		return false, fmt.Errorf("sdk: send to %s: %w", id, err)
 	}
-	if m, ok := st.Message(msg.MessageID); ok {
+	if ok {
 		return same(m.Topic, m.Value, fmt.Sprintf("received at seq %d", m.ReceivedAt))
 	}
 	return false, nil
@@ -187,22 +187,58 @@ func pendingMessage(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID, m
 	return nil, nil
 }
 
-// pokes holds, per execution running in this kernel, the channel that
-// makes its dispatch look in its inbox at once (watchRequests), so that a
-// Send in the same process reaches a waiting Recv without the inbox poll's
-// delay.
+// pokes holds the dispatches whose handlers run in this kernel, by
+// execution, so that a Send in the same process makes the dispatch look in
+// its inbox at once (watchRequests) — a waiting Recv gets the message
+// without the inbox poll's delay — and checks a MessageID against the
+// dispatch's fold rather than reading the lineage.
 type pokes struct {
-	m sync.Map // eventlog.ID → chan struct{}
+	m sync.Map // eventlog.ID → *dispatch
+}
+
+// running returns id's dispatch running in this kernel, if any.
+func (k *Kernel) running(id eventlog.ID) (*dispatch, bool) {
+	d, ok := k.pokes.m.Load(id)
+	if !ok {
+		return nil, false
+	}
+	return d.(*dispatch), true
 }
 
 // poke wakes id's dispatch in this kernel, if one runs.
 func (k *Kernel) poke(id eventlog.ID) {
-	if ch, ok := k.pokes.m.Load(id); ok {
-		select {
-		case ch.(chan struct{}) <- struct{}{}:
-		default:
+	d, ok := k.running(id)
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	ch := d.poke
+	d.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// received returns the message with MessageID mid that id's lineage
+// received: from the fold of its dispatch when one runs in this kernel
+// (the owner: its fold is the lineage), else by folding the lineage.
+func (k *Kernel) received(ctx context.Context, id eventlog.ID, mid string) (replay.Message, bool, error) {
+	if d, ok := k.running(id); ok {
+		d.mu.Lock()
+		m, found := d.state.Message(mid)
+		dead := d.dead != nil || d.ended
+		d.mu.Unlock()
+		if !dead {
+			return m, found, nil
 		}
 	}
+	st, err := replay.Fold(k.log.Events(ctx, id, 1))
+	if err != nil {
+		return replay.Message{}, false, err
+	}
+	m, found := st.Message(mid)
+	return m, found, nil
 }
 
 // takeMessageLocked says whether the inbox's message p is to be moved into
