@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -217,4 +218,89 @@ func containsRun(got, want []string) bool {
 		}
 	}
 	return false
+}
+
+// TestChatForkEditedTurn: a conversation replayed with its second line
+// edited — a fork just before the second line was received, the edited
+// lines injected (sdk.WithMessages). The fork replays the first turn's
+// recorded model call and asks the model only for the new line; the
+// parent is unchanged.
+func TestChatForkEditedTurn(t *testing.T) {
+	ctx := t.Context()
+	s, err := pebblestore.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var m countingModel
+	k, err := sdk.New(s, sdk.ParkAfter(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chat.Register(k, m.answer); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := k.Start(ctx, chat.Agent, chat.Input{Wait: time.Hour})
+	// One line at a time: the chat parks waiting for each next one.
+	var second uint64 // the seq of the second line's message.received
+	for i, line := range []string{"hello", "tell me a joke", chat.Bye} {
+		if err := k.Send(ctx, id, chat.Topic, line, sdk.MessageID(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			info, err := k.Info(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			second = info.Messages[1].ReceivedAt
+		}
+		if _, err := k.Run(ctx, id); err != nil && !errors.Is(err, sdk.ErrWaiting) {
+			t.Fatal(err)
+		}
+	}
+	parent := describe(events(t, k, id))
+	fid, err := k.Fork(ctx, id, second-1, sdk.WithMessages(
+		sdk.Message{Topic: chat.Topic, Value: "tell me a poem"},
+		sdk.Message{Topic: chat.Topic, Value: chat.Bye}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out chat.Output
+	if err := res.Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := []chat.Turn{{User: "hello", Reply: "turn 1: hello"}, {User: "tell me a poem", Reply: "turn 2: tell me a poem"}}
+	if diff := cmp.Diff(want, out.Turns); diff != "" {
+		t.Fatalf("fork's conversation (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"hello", "tell me a joke", "tell me a poem"}, m.calls()); diff != "" {
+		t.Fatalf("model calls (-want +got): the fork replays turn 1\n%s", diff)
+	}
+	if diff := cmp.Diff(parent, describe(events(t, k, id))); diff != "" {
+		t.Fatalf("the parent changed (-before +after):\n%s", diff)
+	}
+	// The fork's own events: it takes the injected line from the Recv its
+	// prefix left waiting, asks the model once, and says goodbye.
+	own := describe(events(t, k, fid)[second-1:])
+	wantOwn := []string{"fork.created", "dispatch.started", "step.succeeded", "step.started tool", "step.succeeded",
+		"event.set " + chat.ReplyKey(2), "step.started recv", "step.succeeded", "execution.completed"}
+	if diff := cmp.Diff(wantOwn, own); diff != "" {
+		t.Fatalf("the fork's own events (-want +got):\n%s", diff)
+	}
+}
+
+func events(t *testing.T, k *sdk.Kernel, id eventlog.ID) []eventlog.Event {
+	t.Helper()
+	var out []eventlog.Event
+	for ev, err := range k.Events(t.Context(), id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	return out
 }
