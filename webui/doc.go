@@ -35,8 +35,15 @@
 //     (Kernel.Approve, Kernel.Reject with sdk.By and sdk.Note) and
 //     redirects to the execution's page; a step that awaits no decision is
 //     409, a name sdk.By refuses is 400, and nothing is written.
+//   - An execution's page shows the newest value of each key it published
+//     (sdk.SetEvent, DESIGN §18) and, until it ends, a send form: POST
+//     /e/{id}/send with topic, value (JSON) and an optional id (the
+//     MessageID) sends the message (Kernel.Send) and redirects to the
+//     page; a value that is not JSON or an empty topic is 400, an ended
+//     execution or an id used with another value 409, and nothing is
+//     written.
 //
-// The forms that write (fork, approve, reject) refuse requests that a
+// The forms that write (fork, approve, reject, send) refuse requests that a
 // browser marks as coming from another site (http.CrossOriginProtection).
 //
 // # JSON API
