@@ -176,7 +176,8 @@ func WithLeaseTTL(d time.Duration) Option {
 const DefaultParkAfter = time.Minute
 
 // ParkAfter sets how long a handler's wait — for a child execution
-// (Agent.Call), a retry's backoff, a Sleep, an approval — may last before
+// (Agent.Call), a retry's backoff, a Sleep, an approval, a message (Recv) —
+// may last before
 // the dispatch parks (default DefaultParkAfter): it records
 // dispatch.parked, the execution is waiting and costs no goroutine, and
 // Serve dispatches it again once the child has ended, at the wake time, or
