@@ -479,6 +479,16 @@ func TestForkMessages(t *testing.T) {
 	}
 	mwant(t, k, edited, append(parent[:7:7], `fork at=7 +in="edited"`, "dispatch 2", `succeeded "edited"`, "completed"))
 
+	// m2 arrived after the fork point: not the fork's, so its ID is free
+	// for the fork.
+	again, err := k.Fork(ctx, id, 7, sdk.WithMessages(sdk.Message{ID: "m2", Topic: "in", Value: "two again"}))
+	if err != nil {
+		t.Fatalf("fork at 7 with the parent's later message id: %v", err)
+	}
+	if res, err := k.Run(ctx, again); err != nil || string(res.Output) != `["one","two again"]` {
+		t.Fatalf("fork with m2 again: %v, %v", res, err)
+	}
+
 	// A message of the prefix cannot be injected again; bad ones write nothing.
 	for _, m := range []sdk.Message{{ID: "m1", Topic: "in", Value: "x"}, {Topic: "", Value: "x"}, {Topic: "in", Value: math.NaN()}} {
 		if _, err := k.Fork(ctx, id, 7, sdk.WithMessages(m)); !errors.Is(err, sdk.ErrInvalid) {
