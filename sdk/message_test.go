@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -507,4 +508,35 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// TestRecvNotGated: a recv step has no body (DESIGN §21½.1): a gate that
+// denies every call is never asked about it, in a root or in a fork.
+func TestRecvNotGated(t *testing.T) {
+	ctx := context.Background()
+	var asked []string
+	gate := func(_ context.Context, c policy.Call) policy.Decision {
+		asked = append(asked, c.Kind+" "+c.Target)
+		return policy.Decision{Allow: false, Reason: "no"}
+	}
+	k := newKernel(t, newStore(t), echoAgent(1, time.Minute), sdk.WithGate(gate))
+	id, _ := k.Start(ctx, "a", none{})
+	if err := k.Send(ctx, id, "in", "x", sdk.MessageID("m")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := k.Run(ctx, id); err != nil || string(res.Output) != `["x"]` {
+		t.Fatalf("Run = %v, %v", res, err)
+	}
+	fid, err := k.Fork(ctx, id, 2, sdk.WithMessages(sdk.Message{ID: "f", Topic: "in", Value: "y"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := k.Run(ctx, fid); err != nil || string(res.Output) != `["x"]` {
+		t.Fatalf("fork Run = %v, %v", res, err)
+	}
+	if len(asked) != 0 {
+		t.Fatalf("the gate was asked about %v", asked)
+	}
+	mwant(t, k, fid, []string{"created a", `message in="x"`, `fork at=2 +in="y"`, "dispatch 1",
+		"started recv in", `succeeded "x"`, "completed"})
 }
