@@ -497,8 +497,10 @@ func sameJSON(a, b []byte) bool {
 // GetEvent returns the newest value execution id published under key with
 // SetEvent (DESIGN §18), JSON as SetEvent encoded it. When none has been
 // published it waits for the first, for at most timeout (0: only looks),
-// reading appends as Watch does (at once for this kernel's, as the store
-// announces others'); past timeout its error wraps ErrTimeout. An
+// reading appends as Watch does: at once for this kernel's, as the store
+// announces another process's (Postgres announces terminal appends, or
+// every append with pgstore.NotifyEveryAppend), else within about a
+// second. Past timeout its error wraps ErrTimeout. An
 // execution that ended without publishing key is ErrEnded; an unknown one
 // eventlog.ErrNotFound; an empty key or a negative timeout ErrInvalid.
 func (k *Kernel) GetEvent(ctx context.Context, id eventlog.ID, key string, timeout time.Duration) ([]byte, error) {
