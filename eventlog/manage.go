@@ -81,19 +81,21 @@ func NewCreateOptions(opts []CreateOption) CreateOptions {
 }
 
 // Request is a write to an execution's inbox by someone who does not own
-// it (DESIGN §8½): a cancel, an approval decision. The owner moves it into
+// it (DESIGN §8½): a cancel, an approval decision, a message. The owner moves it into
 // the lineage as its event.
 type Request struct {
 	Execution ID
 	N         uint64    // 1-based, per execution, in the order requests arrived
 	Time      time.Time // when it was requested
-	Data      Payload   // *CancelRequested, *ApprovalGranted or *ApprovalRejected
+	Data      Payload   // *CancelRequested, *ApprovalGranted, *ApprovalRejected or *MessageReceived
 }
 
-// IsRequest reports whether events of kind k arrive through the inbox.
+// IsRequest reports whether events of kind k arrive through the inbox: a
+// cancel, an approval decision, a message sent to the execution (DESIGN
+// §18).
 func IsRequest(k Kind) bool {
 	switch k {
-	case KindCancelRequested, KindApprovalGranted, KindApprovalRejected:
+	case KindCancelRequested, KindApprovalGranted, KindApprovalRejected, KindMessageReceived:
 		return true
 	}
 	return false

@@ -114,8 +114,9 @@ type StatusState struct {
 	Updated time.Time // Time of the newest event folded
 	// WakeAt is when a parked execution is to run again: the newest
 	// dispatch.parked's, moved earlier to the Time of an approval decision
-	// folded while it is parked (a decision wakes it at once, also when the
-	// requester appended it with no owner running, DESIGN §8½); zero when
+	// or a message.received folded while it is parked (either wakes it at
+	// once, also when the requester appended it with no owner running,
+	// DESIGN §8½, §18); zero when
 	// the newest dispatch event is not dispatch.parked.
 	WakeAt   time.Time
 	Deadline time.Time // of execution.created, or of the newest fork.created (never inherited)
@@ -162,6 +163,8 @@ func (s *StatusState) Apply(ev Event) {
 		s.decide(p.StepID, ev.Time)
 	case *ApprovalRejected:
 		s.decide(p.StepID, ev.Time)
+	case *MessageReceived:
+		s.wake(ev.Time)
 	}
 	if s.Status.Terminal() {
 		return
@@ -192,6 +195,11 @@ func (s *StatusState) decide(stepID string, at time.Time) {
 	if len(s.Approvals) == 0 {
 		s.Approvals = nil
 	}
+	s.wake(at)
+}
+
+// wake makes a parked execution due at at, unless it is due earlier.
+func (s *StatusState) wake(at time.Time) {
 	if s.Parked && (s.WakeAt.IsZero() || at.Before(s.WakeAt)) {
 		s.WakeAt = at
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/replay"
 )
 
 // Plan is what a fork of Parent at At restores (DESIGN §5 "Forking"): one
@@ -79,6 +80,7 @@ type Option func(*options) error
 type options struct {
 	input     []byte
 	overrides []eventlog.StepOverride
+	messages  []eventlog.Message
 	covered   bool
 }
 
@@ -121,6 +123,61 @@ func WithOverride(stepID string, result []byte) Option {
 		o.overrides = append(o.overrides, eventlog.StepOverride{StepID: stepID, Result: slices.Clone(result)})
 		return nil
 	}
+}
+
+// WithMessages injects msgs into the fork (DESIGN §18, §21½.16): they are
+// received at fork.created, recorded in its Messages, after every message
+// of the prefix, so that the fork's Recv calls return them once the
+// prefix's are consumed (an edited conversation). A message without a
+// MessageID or a topic, or two with one MessageID, is
+// [eventlog.ErrInvalid]; Create refuses one whose MessageID the prefix
+// received, reading the lineage up to the fork point.
+func WithMessages(msgs ...eventlog.Message) Option {
+	return func(o *options) error {
+		for _, m := range msgs {
+			switch {
+			case m.MessageID == "":
+				return fmt.Errorf("%w: fork: message without a message id", eventlog.ErrInvalid)
+			case m.Topic == "":
+				return fmt.Errorf("%w: fork: message %q without a topic", eventlog.ErrInvalid, m.MessageID)
+			}
+			for _, prev := range o.messages {
+				if prev.MessageID == m.MessageID {
+					return fmt.Errorf("%w: fork: message id %q twice", eventlog.ErrInvalid, m.MessageID)
+				}
+			}
+			m.Value = slices.Clone(m.Value)
+			o.messages = append(o.messages, m)
+		}
+		return nil
+	}
+}
+
+// checkMessages refuses messages whose MessageID parent's lineage
+// received at or before at.
+func checkMessages(ctx context.Context, log eventlog.Log, parent eventlog.ID, at uint64, msgs []eventlog.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	st := replay.New()
+	for ev, err := range log.Events(ctx, parent, 1) {
+		if err != nil {
+			return fmt.Errorf("fork: %s: %w", parent, err)
+		}
+		if ev.Seq > at {
+			break
+		}
+		if err := st.Apply(ev); err != nil {
+			return fmt.Errorf("fork: %s: %w", parent, err)
+		}
+	}
+	for _, m := range msgs {
+		if got, ok := st.Message(m.MessageID); ok {
+			return fmt.Errorf("%w: fork: %s received message %q at seq %d, before the fork point %d",
+				eventlog.ErrInvalid, parent, m.MessageID, got.ReceivedAt, at)
+		}
+	}
+	return nil
 }
 
 // RequireCovered makes Create refuse an uncovered fork point with an error
@@ -169,8 +226,12 @@ func Create(ctx context.Context, log eventlog.IndexedLog, parent eventlog.ID, at
 	if err := CheckOverrides(ctx, log, parent, at, o.overrides); err != nil {
 		return eventlog.ID{}, Plan{}, err
 	}
+	if err := checkMessages(ctx, log, parent, at, o.messages); err != nil {
+		return eventlog.ID{}, Plan{}, err
+	}
 	fc := plan.Event()
 	fc.Input = o.input
+	fc.Messages = o.messages
 	if len(o.overrides) > 0 {
 		fc.Overrides = slices.Clone(o.overrides)
 		slices.SortFunc(fc.Overrides, func(a, b eventlog.StepOverride) int { return strings.Compare(a.StepID, b.StepID) })

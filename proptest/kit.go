@@ -46,9 +46,10 @@ type NewKernel func(log eventlog.IndexedLog, opts ...sdk.Option) (*sdk.Kernel, e
 type Option func(*config)
 
 type config struct {
-	differs map[string]driver.Differ
-	states  map[string]func(ctx context.Context, ref string) (string, error)
-	every   int
+	differs  map[string]driver.Differ
+	states   map[string]func(ctx context.Context, ref string) (string, error)
+	every    int
+	messages []sdk.Message
 }
 
 // WithDiffer compares the states of resource key with d (the resource's
@@ -68,6 +69,57 @@ func WithState(key string, state func(ctx context.Context, ref string) (string, 
 // event), to bound the cost of long runs. n < 1 counts as 1.
 func Every(n int) Option {
 	return func(c *config) { c.every = max(n, 1) }
+}
+
+// WithSent sends msgs (DESIGN §18), in order, to every run CheckAgent
+// starts — the uninterrupted run and each run it kills — right after
+// Start, for an agent that waits for them with sdk.Recv (a chat). A
+// message without an ID gets "proptest-N", N its index. A fork owns only
+// the messages its prefix received, so each fork is given the others with
+// sdk.WithMessages (received at its fork.created): it then ends as its
+// parent did, as the invariants ask.
+func WithSent(msgs ...sdk.Message) Option {
+	return func(c *config) {
+		for _, m := range msgs {
+			if m.ID == "" {
+				m.ID = fmt.Sprintf("proptest-%d", len(c.messages))
+			}
+			c.messages = append(c.messages, m)
+		}
+	}
+}
+
+// send sends the configured messages to id through k.
+func (c *checker) send(k *sdk.Kernel, id eventlog.ID) error {
+	for _, m := range c.cfg.messages {
+		if err := k.Send(c.ctx, id, m.Topic, m.Value, sdk.MessageID(m.ID)); err != nil {
+			return fmt.Errorf("proptest: send %s to %s: %w", m.ID, id, err)
+		}
+	}
+	return nil
+}
+
+// unreceived returns the configured messages that lineage evs does not
+// hold: what a fork of it is given.
+func (c *checker) unreceived(evs []eventlog.Event) []sdk.Message {
+	got := map[string]bool{}
+	for _, ev := range evs {
+		switch p := ev.Data.(type) {
+		case *eventlog.MessageReceived:
+			got[p.MessageID] = true
+		case *eventlog.ForkCreated:
+			for _, m := range p.Messages {
+				got[m.MessageID] = true
+			}
+		}
+	}
+	var out []sdk.Message
+	for _, m := range c.cfg.messages {
+		if !got[m.ID] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // CheckAgent checks DESIGN §8's invariants on a user's agent: it runs
@@ -203,6 +255,9 @@ func checkAgent(ctx context.Context, newKernel NewKernel, agent string, input an
 	if c.id, err = c.k.Start(ctx, agent, input); err != nil {
 		return fmt.Errorf("proptest: start %s: %w", agent, err)
 	}
+	if err := c.send(c.k, c.id); err != nil {
+		return err
+	}
 	res, err := c.k.Run(ctx, c.id)
 	if c.ref, _ = c.lineage(c.id); err != nil {
 		return c.fail(invCompletes, c.id, uint64(len(c.ref)), c.ref, err.Error())
@@ -287,6 +342,9 @@ func (c *checker) checkKills() error {
 		if err != nil {
 			return fmt.Errorf("proptest: start %s: %w", c.agent, err)
 		}
+		if err := c.send(kk, id); err != nil {
+			return err
+		}
 		_, err = kk.Run(c.ctx, id)
 		_ = kk.Close()
 		if err != nil && !errors.Is(err, errKilled) {
@@ -342,7 +400,11 @@ func (c *checker) checkOnce(id eventlog.ID, evs []eventlog.Event) error {
 // checkForks forks the run at each event and runs the fork (§8.2, §8.1).
 func (c *checker) checkForks() error {
 	for n := uint64(1); n <= uint64(len(c.ref)); n += uint64(c.cfg.every) {
-		fid, err := c.k.Fork(c.ctx, c.id, n)
+		var edits []sdk.ForkOption
+		if msgs := c.unreceived(c.ref[:n]); len(msgs) > 0 {
+			edits = append(edits, sdk.WithMessages(msgs...))
+		}
+		fid, err := c.k.Fork(c.ctx, c.id, n, edits...)
 		if err != nil {
 			return c.fail(invSelect, c.id, n, c.ref, "fork: "+err.Error())
 		}

@@ -255,6 +255,11 @@ func (h *history) do(ch chooser, a action, w weights) {
 		switch pick(ch, "outcome", w.outcomes[:]) {
 		case 0:
 			st.status = StepSucceeded
+			if st.kind == eventlog.StepRecv {
+				// A recv step returns a message of its topic: one arrives
+				// first (DESIGN §18).
+				h.add(&eventlog.MessageReceived{MessageID: fmt.Sprintf("for%d", seq), Topic: st.target, Value: []byte(`"m"`)})
+			}
 			h.add(&eventlog.StepSucceeded{StepID: id, Result: fmt.Appendf(nil, "result %d", seq)})
 		case 1:
 			st.status = StepFailed

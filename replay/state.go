@@ -76,6 +76,9 @@ type Step struct {
 	StartedAt     uint64 // seq of the newest step.started (0 for denied)
 	EndedAt       uint64 // seq of the terminal or denied event (0 while started)
 	Dispatch      uint64 // dispatch during which the newest step.started (or the denial) was written
+	// WakeAt is when a recv step times out: its newest step.started's
+	// (start + timeout, DESIGN §21½.1); zero for every other kind.
+	WakeAt time.Time
 
 	// Retried counts the step's step.failed events with a RetryAt: its
 	// attempts that failed and were retried (a child step's key counts
@@ -142,6 +145,31 @@ type Marker struct {
 	Dispatch uint64 // the dispatch during which it was recorded
 }
 
+// Message is a message.received of the lineage, or one that a fork.created
+// injected (sdk.WithMessages), and what became of it (DESIGN §18).
+type Message struct {
+	eventlog.Message
+	// ReceivedAt is the seq of its message.received, or of the fork.created
+	// that injected it.
+	ReceivedAt uint64
+	// ConsumedAt is the seq of the step.succeeded of the recv step that
+	// returned it, and ConsumedBy that step's StepID; 0 and "" while it
+	// waits to be received.
+	ConsumedAt uint64
+	ConsumedBy string
+}
+
+// Consumed reports whether a recv step returned the message.
+func (m Message) Consumed() bool { return m.ConsumedAt != 0 }
+
+// EventValue is an event.set of the lineage (sdk.SetEvent): the value
+// published under Key at Seq.
+type EventValue struct {
+	Key   string
+	Value []byte
+	Seq   uint64
+}
+
 // State is the execution state a lineage's events fold into: the
 // execution's status and output, every step with its recorded outcome, the
 // resource bindings and, for a fork, where it forked from. It is built by
@@ -202,6 +230,19 @@ type State struct {
 	timers    map[string]int    // TimerID → index in timerList
 	timerList []Timer
 	approvals map[string]Approval // StepID → newest request
+
+	// Messages (DESIGN §18): every message in arrival order, by MessageID,
+	// by topic (indexes into msgs), and how many of a topic's were
+	// consumed — a recv step always takes the oldest unconsumed one, so
+	// the consumed ones of a topic are its first.
+	msgs     []Message
+	msgIDs   map[string]int
+	byTopic  map[string][]int
+	consumed map[string]int
+	// Published events (sdk.SetEvent): every event.set in order, and the
+	// indexes of each key's.
+	events []EventValue
+	byKey  map[string][]int
 }
 
 // New returns the state of a lineage with no events.
@@ -222,6 +263,8 @@ func NewWith(o Options) *State {
 	return &State{
 		steps: make(map[string]int), bindings: make(map[string]Binding), targets: make(map[string]string),
 		overrides: make(map[string][]byte), timers: make(map[string]int), approvals: make(map[string]Approval),
+		msgIDs: make(map[string]int), byTopic: make(map[string][]int), consumed: make(map[string]int),
+		byKey:    make(map[string][]int),
 		dropArgs: o.DropArgs,
 	}
 }
@@ -303,6 +346,11 @@ func (s *State) apply(ev eventlog.Event) error {
 		st, err := s.terminal(ev, p.StepID, false)
 		if err != nil {
 			return err
+		}
+		if st.Kind == eventlog.StepRecv {
+			if err := s.consume(ev, st); err != nil {
+				return err
+			}
 		}
 		st.Status, st.Result, st.EndedAt = StepSucceeded, slices.Clone(p.Result), ev.Seq
 
@@ -446,10 +494,17 @@ func (s *State) apply(ev eventlog.Event) error {
 	case *eventlog.MarkerRecorded:
 		s.Markers = append(s.Markers, Marker{Name: p.Name, Seq: ev.Seq, Dispatch: s.Dispatches})
 
-	case *eventlog.MessageReceived, *eventlog.EventSet:
-		// Part III's bodiless records (format 3): accepted, they change no
-		// step, binding or status (DESIGN §8½); messages and published
-		// events are folded by the features that use them.
+	case *eventlog.MessageReceived:
+		// No body (DESIGN §8½, §21½.1): it changes no step, binding or
+		// coverage; it waits to be consumed by a recv step.
+		if err := s.receive(ev, eventlog.Message{MessageID: p.MessageID, Topic: p.Topic, Value: p.Value, From: p.From}); err != nil {
+			return err
+		}
+
+	case *eventlog.EventSet:
+		// No body either: a value published under a key (DESIGN §21½.6).
+		s.byKey[p.Key] = append(s.byKey[p.Key], len(s.events))
+		s.events = append(s.events, EventValue{Key: p.Key, Value: slices.Clone(p.Value), Seq: ev.Seq})
 
 	case *eventlog.ForkDiverged:
 		if s.forkSeq == 0 {
@@ -485,10 +540,44 @@ func (s *State) apply(ev eventlog.Event) error {
 		if len(p.Input) > 0 {
 			s.Input = slices.Clone(p.Input)
 		}
+		// Injected messages are received at fork.created (DESIGN §21½.16),
+		// after every message of the prefix.
+		for _, m := range p.Messages {
+			if err := s.receive(ev, m); err != nil {
+				return err
+			}
+		}
 
 	default:
 		return invalid(ev, "unknown event kind %s", ev.Kind())
 	}
+	return nil
+}
+
+// receive folds message m, received at ev.
+func (s *State) receive(ev eventlog.Event, m eventlog.Message) error {
+	if i, ok := s.msgIDs[m.MessageID]; ok {
+		return invalid(ev, "message %q received again (first at seq %d)", m.MessageID, s.msgs[i].ReceivedAt)
+	}
+	m.Value = slices.Clone(m.Value)
+	s.msgIDs[m.MessageID] = len(s.msgs)
+	s.byTopic[m.Topic] = append(s.byTopic[m.Topic], len(s.msgs))
+	s.msgs = append(s.msgs, Message{Message: m, ReceivedAt: ev.Seq})
+	return nil
+}
+
+// consume marks the oldest unconsumed message of recv step st's topic (its
+// Target) as returned by st's step.succeeded ev. A recv step that succeeds
+// with no message to return breaks the lineage.
+func (s *State) consume(ev eventlog.Event, st *Step) error {
+	n := s.consumed[st.Target]
+	idx := s.byTopic[st.Target]
+	if n >= len(idx) {
+		return invalid(ev, "recv step %q of topic %q succeeded, no message of the topic waits", st.ID, st.Target)
+	}
+	m := &s.msgs[idx[n]]
+	m.ConsumedAt, m.ConsumedBy = ev.Seq, st.ID
+	s.consumed[st.Target] = n + 1
 	return nil
 }
 
@@ -556,7 +645,7 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 		ID: st.ID, Kind: p.StepKind, Target: s.intern(p.Target),
 		Args: args, Resources: resources,
 		Idempotency: p.Idempotency, Status: StepStarted, Attempts: p.Attempt, Retried: st.Retried,
-		StartedAt: ev.Seq, Dispatch: s.Dispatches,
+		StartedAt: ev.Seq, Dispatch: s.Dispatches, WakeAt: p.WakeAt,
 	}
 	return nil
 }
@@ -754,6 +843,94 @@ func (s *State) binding(b Binding) Binding {
 	b.Configuration, b.Binding = slices.Clone(b.Configuration), slices.Clone(b.Binding)
 	b.Own = b.Seq > s.forkSeq
 	return b
+}
+
+// Messages returns every message the lineage received, in arrival order
+// (their Values are copies).
+func (s *State) Messages() []Message {
+	out := make([]Message, len(s.msgs))
+	for i, m := range s.msgs {
+		m.Value = slices.Clone(m.Value)
+		out[i] = m
+	}
+	return out
+}
+
+// Message returns the message received with MessageID id.
+func (s *State) Message(id string) (Message, bool) {
+	i, ok := s.msgIDs[id]
+	if !ok {
+		return Message{}, false
+	}
+	m := s.msgs[i]
+	m.Value = slices.Clone(m.Value)
+	return m, true
+}
+
+// NextMessage returns the oldest received, not yet consumed message of
+// topic: what the next recv step of the topic returns (DESIGN §18). Its
+// Value shares the State's memory and must not be modified.
+func (s *State) NextMessage(topic string) (Message, bool) {
+	n, idx := s.consumed[topic], s.byTopic[topic]
+	if n >= len(idx) {
+		return Message{}, false
+	}
+	return s.msgs[idx[n]], true
+}
+
+// Unconsumed returns the received messages no recv step returned, in
+// arrival order.
+func (s *State) Unconsumed() []Message {
+	var out []Message
+	for _, m := range s.msgs {
+		if !m.Consumed() {
+			m.Value = slices.Clone(m.Value)
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Events returns every event.set of the lineage in order.
+func (s *State) Events() []EventValue {
+	out := make([]EventValue, len(s.events))
+	for i, e := range s.events {
+		e.Value = slices.Clone(e.Value)
+		out[i] = e
+	}
+	return out
+}
+
+// Event returns the newest value published under key.
+func (s *State) Event(key string) (EventValue, bool) {
+	idx := s.byKey[key]
+	if len(idx) == 0 {
+		return EventValue{}, false
+	}
+	e := s.events[idx[len(idx)-1]]
+	e.Value = slices.Clone(e.Value)
+	return e, true
+}
+
+// EventAt returns the n-th (0-based) event.set of key in the lineage: what
+// the n-th SetEvent of key in a dispatch matches on replay (DESIGN §21½.6).
+// Its Value shares the State's memory and must not be modified.
+func (s *State) EventAt(key string, n int) (EventValue, bool) {
+	idx := s.byKey[key]
+	if n < 0 || n >= len(idx) {
+		return EventValue{}, false
+	}
+	return s.events[idx[n]], true
+}
+
+// EventKeys returns, sorted, the keys the lineage published values under.
+func (s *State) EventKeys() []string {
+	keys := make([]string, 0, len(s.byKey))
+	for k := range s.byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Selection returns what the lineage's newest fork.created selected for

@@ -54,6 +54,14 @@ type dispatch struct {
 	awaiting []string
 	drops    []uint64
 
+	// arrived is closed when a message.received is folded (message.go);
+	// recvTopics lists the topics whose Recv calls parked waiting for one.
+	arrived    chan struct{}
+	recvTopics []string
+	// poke makes watchRequests look in the inbox at once (Send in this
+	// process); nil until the handler runs.
+	poke chan struct{}
+
 	// recorded is how many steps the lineage recorded when the dispatch
 	// began (the first recorded of replay.State.At); consumed marks, by
 	// index, the steps this dispatch reached again, and nConsumed counts
@@ -236,13 +244,20 @@ func (d *dispatch) takeRequestsLocked() error {
 	}
 	var ns []uint64
 	var payloads []eventlog.Payload
-	var decided []string
+	var decided, received []string
 	for _, r := range reqs {
 		if slices.Contains(d.drops, r.N) {
 			continue
 		}
 		switch r.Data.Kind() {
 		case eventlog.KindCancelRequested:
+		case eventlog.KindMessageReceived:
+			m := r.Data.(*eventlog.MessageReceived)
+			if !d.takeMessageLocked(m, received) {
+				d.drops = append(d.drops, r.N)
+				continue
+			}
+			received = append(received, m.MessageID)
 		case eventlog.KindApprovalGranted, eventlog.KindApprovalRejected:
 			if !d.takeDecisionLocked(r.Data, decided) {
 				d.drops = append(d.drops, r.N)
@@ -314,6 +329,8 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 		switch ev.Kind() {
 		case eventlog.KindApprovalGranted, eventlog.KindApprovalRejected:
 			d.foldedDecisionLocked()
+		case eventlog.KindMessageReceived:
+			d.foldedMessageLocked()
 		}
 	}
 	return nil
@@ -538,9 +555,11 @@ func (d *dispatch) deadlineLocked() (*Result, error) {
 // reaches the handler's context within it (DESIGN §8½ asks 100 ms).
 const requestPoll = 40 * time.Millisecond
 
-// watchRequests takes the inbox's requests while the handler runs and stops
-// the handler when one of them cancels the execution. It returns the
-// function that ends the watch.
+// watchRequests takes the inbox's requests while the handler runs — every
+// requestPoll, at once when a Send of this process pokes it, and when the
+// store announces a request from another process — and stops the handler
+// when one of them cancels the execution. It returns the function that
+// ends the watch.
 func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 	var inbox eventlog.Inbox
 	if !eventlog.As(d.k.log, &inbox) {
@@ -548,6 +567,16 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	poke := make(chan struct{}, 1)
+	d.mu.Lock()
+	d.poke = poke
+	d.mu.Unlock()
+	d.k.pokes.m.Store(d.id, d)
+	// Another process's request is announced by a store shared by
+	// processes (eventlog.Notifier: Postgres's NOTIFY at the request's
+	// commit): taken then, not at the next poll.
+	cctx, endChanges := context.WithCancel(context.WithoutCancel(d.ctx))
+	changes := d.k.changes(cctx)
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(requestPoll)
@@ -557,6 +586,15 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 			case <-done:
 				return
 			case <-t.C:
+			case <-poke:
+			case got, ok := <-changes:
+				if !ok {
+					changes = nil
+					continue
+				}
+				if got != d.id && !got.IsZero() {
+					continue
+				}
 			}
 			d.mu.Lock()
 			if !d.ended {
@@ -575,8 +613,10 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 		}
 	}()
 	return func() {
+		d.k.pokes.m.CompareAndDelete(d.id, d)
 		close(done)
 		<-finished
+		endChanges()
 	}
 }
 

@@ -226,6 +226,25 @@
 // attempt it was asked for: an approval recorded before a step's newest
 // event (an earlier attempt's) never approves a retry.
 //
+// # Messages and published events
+//
+// DESIGN §18. [Kernel.Send] writes a message (topic, JSON value,
+// [MessageID]) to the execution's inbox; its owner appends it as
+// message.received within 100 ms (at once in the same process), or the
+// sender under a fresh claim when nobody runs it. One MessageID is one
+// message: the same value again writes nothing, another value is
+// eventlog.ErrConflict. An ended execution is [ErrEnded]; a message still
+// in the inbox when the execution ends is dropped and [Kernel.Info] counts
+// it. [Recv] is a step of StepKind recv with no body (§21½.1): it returns
+// the oldest received, unconsumed message of its topic as its recorded
+// result, waits for one (parking past ParkAfter with reason message, woken
+// when a message is received), and records step.failed — [ErrTimeout] —
+// once its WakeAt (start + timeout, in step.started) passes. [SetEvent]
+// appends event.set, matched on replay by (key, occurrence) like
+// [Patched]; [Kernel.GetEvent] returns a key's newest value, waiting for
+// the first. A fork at N owns the messages received at seq ≤ N, and
+// [WithMessages] injects messages received at fork.created.
+//
 // # Keys
 //
 // An execution started [WithKey] shows its key as Info.Key, and

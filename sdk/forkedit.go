@@ -25,6 +25,7 @@ type forkEdit struct {
 	input    any
 	hasInput bool
 	results  []forkResult
+	messages []Message
 	covered  bool
 }
 
@@ -87,6 +88,39 @@ func WithResult(stepID string, v any) ForkOption {
 	}
 }
 
+// Message is a message WithMessages injects into a fork: its MessageID
+// (empty: a random one), topic, and value, encoded as JSON.
+type Message struct {
+	ID    string
+	Topic string
+	Value any
+}
+
+// WithMessages injects msgs into the fork (DESIGN §18, §21½.16): they are
+// received at fork.created, after every message the prefix received, so the
+// fork's Recv calls return them in order once the prefix's are consumed —
+// a conversation replayed with an edited turn. A fork owns the messages of
+// its prefix only (received at seq ≤ its fork point), never one its parent
+// received later. An empty topic, a value that does not encode, a bad or
+// repeated ID, or an ID the prefix received is ErrInvalid, and nothing is
+// written.
+func WithMessages(msgs ...Message) ForkOption {
+	return func(e *forkEdit) error {
+		for _, m := range msgs {
+			if err := checkName("topic", m.Topic); err != nil {
+				return fmt.Errorf("fork message: %w", err)
+			}
+			if m.ID != "" {
+				if err := checkName("message id", m.ID); err != nil {
+					return fmt.Errorf("fork message: %w", err)
+				}
+			}
+			e.messages = append(e.messages, m)
+		}
+		return nil
+	}
+}
+
 // RequireCovered makes Fork refuse an uncovered fork point — one where some
 // resource would not be restored exactly — with an error wrapping
 // [ErrUncovered], writing nothing. [Kernel.LatestCovered] finds a point
@@ -101,7 +135,7 @@ func RequireCovered() ForkOption {
 // Fork creates a fork of execution id at event at (DESIGN §5): a new
 // execution that replays events 1..at and restores each resource from its
 // selection on first use. Run it with Run. opts edit the fork (DESIGN
-// §12): [WithInput], [WithResult], [RequireCovered]. Bad input — at 0 or
+// §12): [WithInput], [WithResult], [WithMessages], [RequireCovered]. Bad input — at 0 or
 // past the head, an unknown execution, an option the lineage does not allow
 // — returns an error and writes nothing.
 func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...ForkOption) (eventlog.ID, error) {
@@ -147,6 +181,20 @@ func (k *Kernel) forkOptions(ctx context.Context, id eventlog.ID, e forkEdit) ([
 			}
 			out = append(out, fork.WithOverride(r.stepID, res))
 		}
+	}
+	if len(e.messages) > 0 {
+		msgs := make([]eventlog.Message, len(e.messages))
+		for i, m := range e.messages {
+			b, err := encodeValue(m.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%w: sdk: fork of %s: message on %q does not encode: %v", ErrInvalid, id, m.Topic, err)
+			}
+			if m.ID == "" {
+				m.ID = randomID()
+			}
+			msgs[i] = eventlog.Message{MessageID: m.ID, Topic: m.Topic, Value: b, From: k.owner}
+		}
+		out = append(out, fork.WithMessages(msgs...))
 	}
 	if e.covered {
 		out = append(out, fork.RequireCovered())

@@ -58,6 +58,8 @@ type Kernel struct {
 	// (awaiting.go), which Serve does not claim again before their
 	// backoff passes.
 	awaits awaits
+	// pokes wakes a running dispatch's inbox watch on a Send (message.go).
+	pokes pokes
 
 	mu struct {
 		sync.Mutex
@@ -178,7 +180,8 @@ func WithLeaseTTL(d time.Duration) Option {
 const DefaultParkAfter = time.Minute
 
 // ParkAfter sets how long a handler's wait — for a child execution
-// (Agent.Call), a retry's backoff, a Sleep, an approval — may last before
+// (Agent.Call), a retry's backoff, a Sleep, an approval, a message (Recv) —
+// may last before
 // the dispatch parks (default DefaultParkAfter): it records
 // dispatch.parked, the execution is waiting and costs no goroutine, and
 // Serve dispatches it again once the child has ended, at the wake time, or

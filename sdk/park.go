@@ -30,6 +30,7 @@ func (d *dispatch) parkUntilLocked(reason eventlog.ParkReason, at time.Time) {
 // cannot be captured and stays uncovered.
 func (d *dispatch) parkedLocked() []eventlog.Payload {
 	d.wakeDecidedLocked()
+	d.wakeReceivedLocked()
 	payloads := d.uncoveredCapturesLocked(func(*bound) bool { return true }, eventlog.CapturePark)
 	return append(payloads, &eventlog.DispatchParked{WakeAt: d.wakeAt, Reason: d.parked})
 }

@@ -131,6 +131,7 @@ type positions struct {
 	recorded map[position][]int
 	made     map[position]int
 	markers  map[string]int // Patched calls per name
+	events   map[string]int // SetEvent calls per key
 }
 
 // newPositions indexes the steps s recorded, under strict. edited reports
@@ -142,6 +143,7 @@ func newPositions(s *replay.State, strict, edited bool) *positions {
 		recorded: make(map[position][]int),
 		made:     make(map[position]int),
 		markers:  make(map[string]int),
+		events:   make(map[string]int),
 	}
 	if !strict {
 		return p

@@ -195,6 +195,7 @@ func TestAccessRefused(t *testing.T) {
 		{"POST", "/e/" + done + "/fork", url.Values{"at": {"2"}}},
 		{"POST", "/e/" + id + "/approve", url.Values{"step": {g.step}, "by": {"mallory"}}},
 		{"POST", "/e/" + id + "/reject", url.Values{"step": {g.step}, "by": {"mallory"}}},
+		{"POST", "/e/" + id + "/send", url.Values{"topic": {"chat"}, "value": {`"hi"`}}},
 	}
 	type variant struct {
 		name  string

@@ -35,6 +35,13 @@
 //     (Kernel.Approve, Kernel.Reject with sdk.By and sdk.Note) and
 //     redirects to the execution's page; a step that awaits no decision is
 //     409, a name sdk.By refuses is 400, and nothing is written.
+//   - An execution's page shows the newest value of each key it published
+//     (sdk.SetEvent, DESIGN §18) and, until it ends, a send form: POST
+//     /e/{id}/send with topic, value (JSON) and an optional id (the
+//     MessageID) sends the message (Kernel.Send) and redirects to the
+//     page; a value that is not JSON or an empty topic is 400, an ended
+//     execution or an id used with another value 409, and nothing is
+//     written.
 //
 // # Who may ask
 //
@@ -51,7 +58,7 @@
 // know the server. With [WithHosts], a request whose Host header names
 // anything but localhost, a loopback address or the hosts given is 421:
 // after a DNS rebinding a foreign page's requests name its own host.
-// The forms that write (fork, approve, reject) also refuse requests that
+// The forms that write (fork, approve, reject, send) also refuse requests that
 // a browser marks as coming from another site (http.CrossOriginProtection,
 // 403), and, signed in by the cookie, requests that name no page they come
 // from (no Origin or Sec-Fetch-Site, 403). Every request's body is capped

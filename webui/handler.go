@@ -43,6 +43,7 @@ func Handler(k *sdk.Kernel, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /approvals", s.approvals)
 	mux.HandleFunc("POST /e/{id}/approve", s.decide(true))
 	mux.HandleFunc("POST /e/{id}/reject", s.decide(false))
+	mux.HandleFunc("POST /e/{id}/send", s.send)
 	s.api(mux)
 	// The forms that fork and decide approvals change the log: refuse
 	// their requests from other sites' pages, after the Host, the token and
@@ -140,6 +141,11 @@ type executionPage struct {
 	Parents  []eventlog.Info       // the fork chain up to the root, nearest first
 	Forks    []eventlog.Info
 	Children []eventlog.Info
+	// Published is the newest value of each key the execution published
+	// (SetEvent), Inbox its messages sent and not yet received (DESIGN
+	// §18).
+	Published []published
+	Inbox     []eventlog.Message
 }
 
 func (s *server) execution(w http.ResponseWriter, r *http.Request) {
@@ -163,6 +169,10 @@ func (s *server) execution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if page.Children, err = s.k.List(ctx, sdk.Filter{Caller: info.ID}); err != nil {
+		fail(w, err)
+		return
+	}
+	if page.Published, page.Inbox, err = s.talkOf(r, info.ID); err != nil {
 		fail(w, err)
 		return
 	}

@@ -337,7 +337,9 @@ type showJSON struct {
 	Data      eventlog.Fields `json:"data"`
 	// ResponseBody is the HTTP body of a recorded LLM response, decoded.
 	ResponseBody json.RawMessage `json:"response_body,omitempty"`
-	Coverage     *pointJSON      `json:"coverage"`
+	// Message is, for a message.received, what became of the message.
+	Message  *messageJSON `json:"message,omitempty"`
+	Coverage *pointJSON   `json:"coverage"`
 }
 
 // eventJSON is one event in --json output.
@@ -349,7 +351,10 @@ type eventJSON struct {
 	Data   eventlog.Fields `json:"data"`
 }
 
-func cmdEvents(e *env, idArg string) error {
+func cmdEvents(e *env, idArg, kind string) error {
+	if err := checkKindFilter(kind); err != nil {
+		return err
+	}
 	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
@@ -359,21 +364,39 @@ func cmdEvents(e *env, idArg string) error {
 		if err != nil {
 			return err
 		}
+		t, err := readTalk(e, s, info.ID)
+		if err != nil {
+			return err
+		}
 		if e.opts.json {
 			out := make([]eventJSON, 0, len(l.events))
 			for _, ev := range l.events {
+				if !kindMatches(kind, ev.Kind()) {
+					continue
+				}
 				out = append(out, eventJSON{Seq: ev.Seq, Time: ev.Time.UTC(), Kind: ev.Kind().String(),
 					Detail: detail(ev, l.steps), Data: eventData(ev, l.steps)})
 			}
-			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "events": out})
+			doc := map[string]any{"execution": info.ID.String(), "events": out}
+			if !t.empty() {
+				for k, v := range t.json() {
+					doc[k] = v
+				}
+			}
+			return writeJSON(e.stdout, doc)
 		}
 		fmt.Fprintln(e.stdout, header(info, l.status()))
 		tw := newTable(e.stdout)
 		fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tDETAIL")
 		for _, ev := range l.events {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ev.Seq, timeText(ev.Time), ev.Kind(), detail(ev, l.steps))
+			if kindMatches(kind, ev.Kind()) {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ev.Seq, timeText(ev.Time), ev.Kind(), detail(ev, l.steps))
+			}
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		return t.write(e.stdout)
 	})
 }
 
@@ -568,10 +591,24 @@ func cmdShow(e *env, idArg, seqArg string) error {
 				body, _ = llmBody(ss.Result)
 			}
 		}
+		// A message shows what became of it: which recv step consumed it.
+		var consumed *messageJSON
+		if mr, ok := ev.Data.(*eventlog.MessageReceived); ok {
+			t, err := readTalk(e, s, info.ID)
+			if err != nil {
+				return err
+			}
+			for _, m := range t.messages {
+				if m.MessageID == mr.MessageID {
+					consumed = &messageJSON{MessageID: m.MessageID, Topic: m.Topic, Value: jsonValue(m.Value), From: m.From,
+						ReceivedAt: m.ReceivedAt, ConsumedAt: m.ConsumedAt, ConsumedBy: m.ConsumedBy}
+				}
+			}
+		}
 		if e.opts.json {
 			cov := pointOut(p, "")
 			return writeJSON(e.stdout, showJSON{Execution: info.ID.String(), Seq: ev.Seq, Time: ev.Time.UTC(),
-				Kind: ev.Kind().String(), Detail: detail(ev, l.steps), Data: data, ResponseBody: body, Coverage: &cov})
+				Kind: ev.Kind().String(), Detail: detail(ev, l.steps), Data: data, ResponseBody: body, Message: consumed, Coverage: &cov})
 		}
 		tw := newTable(e.stdout)
 		fmt.Fprintf(tw, "execution\t%s\n", info.ID)
@@ -579,6 +616,13 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		fmt.Fprintf(tw, "time\t%s\n", timeText(ev.Time))
 		fmt.Fprintf(tw, "kind\t%s\n", ev.Kind())
 		fmt.Fprintf(tw, "detail\t%s\n", detail(ev, l.steps))
+		if consumed != nil {
+			state := "no: it waits for a Recv of its topic"
+			if consumed.ConsumedAt != 0 {
+				state = fmt.Sprintf("by recv step %s at seq %d", consumed.ConsumedBy, consumed.ConsumedAt)
+			}
+			fmt.Fprintf(tw, "consumed\t%s\n", state)
+		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}

@@ -62,7 +62,14 @@ Commands:
                             than G, default 15m)
   du                        bytes per execution: own events, shared prefix,
                             checkpoints
-  events <id>               the events of an execution's lineage
+  events <id> [--kind K]    the events of an execution's lineage (--kind:
+                            only kind K or its family, say message), then
+                            its messages (consumed, waiting, pending,
+                            dropped) and the newest value of each event it
+                            published
+  send <id> <topic> <json> [--id ID]
+                            send a message to the execution (its Recv of
+                            the topic returns it); one ID is one message
   coverage <id> [seq]       each event's coverage, or what a fork at seq restores
   show <id> <seq>           one event, its payload decoded
   fork <id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered]
@@ -175,6 +182,7 @@ func commands() []*command {
 	var lsStatus, lsAgent, lsKey, cancelReason, checkAgent string
 	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
 	var gcStatus, gcOlder string
+	var eventsKind, sendID string
 	var gcDry bool
 	var gcGrace time.Duration
 	var edit forkEdit
@@ -190,8 +198,16 @@ func commands() []*command {
 			},
 			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey) }},
 		{name: "tree", short: "the fork lineage of every execution", run: func(e *env, _ []string) error { return cmdTree(e) }},
-		{name: "events", args: "<id>", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
-			run: func(e *env, pos []string) error { return cmdEvents(e, pos[0]) }},
+		{name: "events", args: "<id> [--kind K]", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&eventsKind, "kind", "", "only events of this kind, or family (message, step, event)")
+			},
+			run: func(e *env, pos []string) error { return cmdEvents(e, pos[0], eventsKind) }},
+		{name: "send", args: "<id> <topic> <json> [--id MESSAGEID]", short: "send a message to an execution's Recv", minPos: 3, maxPos: 3,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&sendID, "id", "", "the message ID: sending one ID twice sends one message (default: random)")
+			},
+			run: func(e *env, pos []string) error { return cmdSend(e, pos[0], pos[1], pos[2], sendID) }},
 		{name: "coverage", args: "<id> [seq]", short: "each event's coverage, or what a fork at seq restores", minPos: 1, maxPos: 2,
 			run: func(e *env, pos []string) error { return cmdCoverage(e, pos) }},
 		{name: "show", args: "<id> <seq>", short: "one event, its payload decoded", minPos: 2, maxPos: 2,

@@ -27,6 +27,29 @@ func TestInbox(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Concurrent", func(t *testing.T) { testConcurrentRequests(t, open(t)) })
 	t.Run("BesideTheOwner", func(t *testing.T) { testRequestsBesideOwner(t, open(t)) })
 	t.Run("EndedAndForked", func(t *testing.T) { testInboxEndedAndForked(t, open(t)) })
+	t.Run("Message", func(t *testing.T) { testMessageRequest(t, open(t)) })
+}
+
+// testMessageRequest: a message (DESIGN §18) is a request: it round trips
+// with its value and sender, and Take moves it into the lineage.
+func testMessageRequest(t *testing.T, s Store) {
+	id := newExecution(t, s)
+	lineage := readEvents(t, s, id)
+	msg := &eventlog.MessageReceived{MessageID: "m1", Topic: "user", Value: []byte(`{"text":"hi"}`), From: "alice"}
+	if n := request(t, s, id, msg, inboxT0); n != 1 {
+		t.Fatalf("message request number %d, want 1", n)
+	}
+	wantLineage(t, s, id, lineage)
+	rs := wantPending(t, s, id, 1)
+	if !sameEvents([]eventlog.Event{asEvent(rs[0], 1)}, []eventlog.Event{{Seq: 1, Time: inboxT0, Data: msg}}) {
+		t.Fatalf("message read back as %+v, want %+v", rs[0].Data, msg)
+	}
+	head := uint64(len(lineage))
+	if _, err := s.Take(t.Context(), id, head, []uint64{1}, asEvent(rs[0], 0)); err != nil {
+		t.Fatalf("Take of the message: %v", err)
+	}
+	wantLineage(t, s, id, append(lineage, asEvent(rs[0], head+1)))
+	wantPending(t, s, id)
 }
 
 var inboxT0 = time.Date(2026, 4, 5, 6, 7, 8, 9, time.UTC)
@@ -288,6 +311,7 @@ func testBadRequests(t *testing.T, s Store) {
 		{"execution.cancelled", &eventlog.ExecutionCancelled{Reason: "x"}},
 		{"approval.requested", &eventlog.ApprovalRequested{StepID: "s", StepKind: eventlog.StepTool, Target: "t"}},
 		{"an invalid approval", &eventlog.ApprovalGranted{}},
+		{"a message without a topic", &eventlog.MessageReceived{MessageID: "m"}},
 	} {
 		if n, err := s.Request(ctx, id, c.p, inboxT0); !errors.Is(err, eventlog.ErrInvalid) {
 			t.Errorf("Request of %s = %d, %v; want ErrInvalid", c.name, n, err)
