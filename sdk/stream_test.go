@@ -508,3 +508,48 @@ func TestWatchDeltas(t *testing.T) {
 	}
 	swant(t, k, id, []string{"created a", "dispatch 1", "started llm m1", `succeeded 200 "data: a\n\ndata: b\n\ndata: c\n\n"`, "completed"})
 }
+
+// TestStreamOpenWhenParked: a handler that parks (a long Sleep) with a
+// stream open records what it read, Truncated, before dispatch.parked;
+// the next dispatch replays exactly that.
+func TestStreamOpenWhenParked(t *testing.T) {
+	ctx := context.Background()
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		sseHeader(w)
+		send(w, "data: one\n\n")
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	rt := sdk.Transport(nil)
+	clock := newFakeClock()
+	var reads []string
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			resp, err := openStream(ctx, rt, srv.URL)
+			if err != nil {
+				return "", err
+			}
+			b, err := readSome(resp.Body, 4)
+			reads = append(reads, b)
+			if err != nil {
+				return "", err
+			}
+			return b, sdk.Sleep(ctx, time.Hour)
+		})
+	}, sdk.WithClock(clock), sdk.ParkAfter(time.Minute))
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run = %v, want ErrWaiting", err)
+	}
+	clock.Advance(time.Hour)
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	swant(t, k, id, []string{"created a", "dispatch 1", "started llm m1", "timer.started",
+		`succeeded 200 "data" truncated`, "parked timer", "dispatch 2", "timer.fired", "completed"})
+	if strings.Join(reads, ",") != "data,data" || requests.Load() != 1 {
+		t.Fatalf("reads %q after %d requests", reads, requests.Load())
+	}
+}

@@ -290,6 +290,9 @@ type lineage struct {
 	events []eventlog.Event
 	cov    *coverage.Fold
 	steps  stepIndex
+	// tokens sums the llm steps' recorded usage (DESIGN §16), the
+	// prefix of a fork included.
+	tokens eventlog.Tokens
 }
 
 // readLineage reads info's lineage up to seq upTo (0: the head it had when
@@ -312,10 +315,23 @@ func readLineage(e *env, log eventlog.Log, info eventlog.Info, upTo uint64) (*li
 			return nil, fmt.Errorf("execution %s: %w", info.ID, err)
 		}
 		l.steps.Add(ev)
+		if ss, ok := ev.Data.(*eventlog.StepSucceeded); ok {
+			l.tokens.Input += ss.Tokens.Input
+			l.tokens.Output += ss.Tokens.Output
+		}
 		l.events = append(l.events, ev)
 		p.tick()
 	}
 	return l, nil
+}
+
+// tokensText is ", N+M tokens" for a lineage whose llm calls recorded
+// usage, "" for one without.
+func tokensText(t eventlog.Tokens) string {
+	if t == (eventlog.Tokens{}) {
+		return ""
+	}
+	return fmt.Sprintf(", %d+%d tokens", t.Input, t.Output)
 }
 
 // header is the line above an execution's tables.
@@ -337,7 +353,9 @@ type showJSON struct {
 	Data      eventlog.Fields `json:"data"`
 	// ResponseBody is the HTTP body of a recorded LLM response, decoded.
 	ResponseBody json.RawMessage `json:"response_body,omitempty"`
-	Coverage     *pointJSON      `json:"coverage"`
+	// Tokens sums the usage of the lineage's llm calls up to Seq.
+	Tokens   *eventlog.Tokens `json:"tokens,omitempty"`
+	Coverage *pointJSON       `json:"coverage"`
 }
 
 // eventJSON is one event in --json output.
@@ -365,9 +383,13 @@ func cmdEvents(e *env, idArg string) error {
 				out = append(out, eventJSON{Seq: ev.Seq, Time: ev.Time.UTC(), Kind: ev.Kind().String(),
 					Detail: detail(ev, l.steps), Data: eventData(ev, l.steps)})
 			}
-			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "events": out})
+			doc := map[string]any{"execution": info.ID.String(), "events": out}
+			if l.tokens != (eventlog.Tokens{}) {
+				doc["tokens"] = l.tokens
+			}
+			return writeJSON(e.stdout, doc)
 		}
-		fmt.Fprintln(e.stdout, header(info, l.status()))
+		fmt.Fprintln(e.stdout, header(info, l.status())+tokensText(l.tokens))
 		tw := newTable(e.stdout)
 		fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tDETAIL")
 		for _, ev := range l.events {
@@ -570,8 +592,12 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		}
 		if e.opts.json {
 			cov := pointOut(p, "")
-			return writeJSON(e.stdout, showJSON{Execution: info.ID.String(), Seq: ev.Seq, Time: ev.Time.UTC(),
-				Kind: ev.Kind().String(), Detail: detail(ev, l.steps), Data: data, ResponseBody: body, Coverage: &cov})
+			out := showJSON{Execution: info.ID.String(), Seq: ev.Seq, Time: ev.Time.UTC(),
+				Kind: ev.Kind().String(), Detail: detail(ev, l.steps), Data: data, ResponseBody: body, Coverage: &cov}
+			if l.tokens != (eventlog.Tokens{}) {
+				out.Tokens = &l.tokens
+			}
+			return writeJSON(e.stdout, out)
 		}
 		tw := newTable(e.stdout)
 		fmt.Fprintf(tw, "execution\t%s\n", info.ID)
@@ -579,6 +605,9 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		fmt.Fprintf(tw, "time\t%s\n", timeText(ev.Time))
 		fmt.Fprintf(tw, "kind\t%s\n", ev.Kind())
 		fmt.Fprintf(tw, "detail\t%s\n", detail(ev, l.steps))
+		if l.tokens != (eventlog.Tokens{}) {
+			fmt.Fprintf(tw, "tokens\t%d in, %d out (the lineage's llm calls to seq %d)\n", l.tokens.Input, l.tokens.Output, seq)
+		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
