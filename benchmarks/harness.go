@@ -149,6 +149,7 @@ func scenarios() []scenario {
 		{"7", "peer engine", runPeer},
 		{"8", "postgres", runPostgres},
 		{"9", "conversation storage", runConversation},
+		{"10", "streaming", runStream},
 	}
 }
 
