@@ -553,3 +553,82 @@ func TestStreamOpenWhenParked(t *testing.T) {
 		t.Fatalf("reads %q after %d requests", reads, requests.Load())
 	}
 }
+
+// TestStreamShutdown: when the context given to Run ends while a reply
+// streams (a shutdown, DESIGN §15½.1), the step is step.cancelled and
+// nothing else is recorded: the execution stays resumable.
+func TestStreamShutdown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sseHeader(w)
+		send(w, "data: one\n\n")
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	rt := sdk.Transport(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var readErr error
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			resp, err := openStream(ctx, rt, srv.URL)
+			if err != nil {
+				return "", err
+			}
+			defer resp.Body.Close()
+			if _, err := readSome(resp.Body, 4); err != nil {
+				return "", err
+			}
+			cancel()
+			_, readErr = io.ReadAll(resp.Body)
+			return "a fallback answer", nil
+		})
+	})
+	id, _ := k.Start(context.Background(), "a", none{})
+	if _, err := k.Run(ctx, id); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want the caller's cancellation", err)
+	}
+	if !errors.Is(readErr, context.Canceled) {
+		t.Fatalf("the read returned %v, want the cancellation", readErr)
+	}
+	swant(t, k, id, []string{"created a", "dispatch 1", "started llm m1", "cancelled"})
+}
+
+// TestStreamClosedWhileReading: a Close from another goroutine while a
+// Read waits for the model ends that Read, and the step records what the
+// caller had read, Truncated, once.
+func TestStreamClosedWhileReading(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sseHeader(w)
+		send(w, "data: one\n\n")
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	rt := sdk.Transport(nil)
+	k, id, res, err := runOnce(t, func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			resp, err := openStream(ctx, rt, srv.URL)
+			if err != nil {
+				return "", err
+			}
+			first, err := readSome(resp.Body, len("data: one\n\n"))
+			if err != nil {
+				return "", err
+			}
+			read := make(chan error, 1)
+			go func() {
+				_, err := resp.Body.Read(make([]byte, 16)) // waits: the server sends no more
+				read <- err
+			}()
+			time.Sleep(20 * time.Millisecond)
+			if err := resp.Body.Close(); err != nil {
+				return "", err
+			}
+			err = <-read
+			return fmt.Sprintf("%q then %v", first, err), nil
+		})
+	})
+	if err != nil || !strings.Contains(string(res.Output), "read on a closed model response") {
+		t.Fatalf("Run = %v, %v", res, err)
+	}
+	swant(t, k, id, []string{"created a", "dispatch 1", "started llm m1", `succeeded 200 "data: one\n\n" truncated`, "completed"})
+}
