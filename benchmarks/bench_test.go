@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -470,5 +471,55 @@ func BenchmarkConversation(b *testing.B) {
 			b.ReportMetric(float64(calls)/took.Seconds(), "calls/s")
 			b.ReportMetric(stored/float64(unique), "stored/unique")
 		})
+	}
+}
+
+// BenchmarkStream times scenario 10's requests inside one handler: to the
+// first byte (what=ttfb, row 10a) and the reads of a long reply's events
+// after the first (what=event, row 10b; ns/op per event), through
+// sdk.Transport and directly. Each op is one request.
+func BenchmarkStream(b *testing.B) {
+	for _, what := range []string{"ttfb", "event"} {
+		for _, via := range []string{"transport", "direct"} {
+			b.Run("what="+what+"/via="+via, func(b *testing.B) {
+				sb, err := newStreamBench(context.Background(), b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer sb.closer()
+				client := sb.direct
+				if via == "transport" {
+					client = &http.Client{Transport: sb.rt}
+				}
+				long := what == "event"
+				if _, err := sdk.Register(sb.k, "bench", func(ctx context.Context, _ int) (int, error) {
+					var total float64
+					n := 0
+					for b.Loop() {
+						s, err := sb.measure(ctx, client, n, long)
+						if err != nil {
+							return 0, err
+						}
+						if long {
+							total += s.rest / (streamChunks - 1)
+						} else {
+							total += s.first
+						}
+						n++
+					}
+					b.ReportMetric(total/float64(n), "µs/"+what)
+					return 0, nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				id, err := sb.k.Start(context.Background(), "bench", 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := sb.k.Run(context.Background(), id); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
 	}
 }

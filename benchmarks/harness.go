@@ -150,6 +150,7 @@ func scenarios() []scenario {
 		{"8", "postgres", runPostgres},
 		{"9", "conversation storage", runConversation},
 		{"10", "messages", runMessages},
+		{"11", "streaming", runStream},
 	}
 }
 

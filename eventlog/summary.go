@@ -426,8 +426,10 @@ func llmResultText(result []byte) string {
 
 // LLMReplyText describes the body of an LLM response in a few words: the
 // tool calls the model asked for ("call write_file(a.go)") or the text it
-// answered with, quoted and clipped. A body that is not an
-// OpenAI-compatible chat completion is shown as [ValueText] shows a value.
+// answered with, quoted and clipped; for a streamed reply (server-sent
+// events of OpenAI's or Anthropic's), the same of its pieces joined,
+// marked "(streamed)". A body that is none of these is shown as
+// [ValueText] shows a value.
 func LLMReplyText(body []byte) string {
 	if t, ok := llmReplyText(body); ok {
 		return t
@@ -435,8 +437,68 @@ func LLMReplyText(body []byte) string {
 	return ValueText(body, 50)
 }
 
+// streamEvent is the part of one server-sent event of a streamed reply
+// that summaries show: an OpenAI chunk's choices[0].delta (its text and
+// tool calls), an Anthropic content_block_delta's delta.text.
+type streamEvent struct {
+	Choices []struct {
+		Delta struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Delta struct {
+		Text string `json:"text"`
+	} `json:"delta"`
+}
+
+// streamedReplyText is the text of a streamed reply (server-sent events,
+// DESIGN §16), its pieces joined, or the tool calls it names; false for a
+// body with no such event.
+func streamedReplyText(body []byte) (string, bool) {
+	var text strings.Builder
+	var calls []string
+	found := false
+	for line := range strings.SplitSeq(string(body), "\n") {
+		data, ok := strings.CutPrefix(line, "data:")
+		if !ok {
+			continue
+		}
+		var ev streamEvent
+		if json.Unmarshal([]byte(strings.TrimSpace(data)), &ev) != nil {
+			continue
+		}
+		if len(ev.Choices) > 0 {
+			found = true
+			text.WriteString(ev.Choices[0].Delta.Content)
+			for _, tc := range ev.Choices[0].Delta.ToolCalls {
+				if tc.Function.Name != "" {
+					calls = append(calls, tc.Function.Name)
+				}
+			}
+		} else if ev.Delta.Text != "" {
+			found = true
+			text.WriteString(ev.Delta.Text)
+		}
+	}
+	switch {
+	case !found:
+		return "", false
+	case len(calls) > 0:
+		return "call " + strings.Join(calls, ", ") + " (streamed)", true
+	}
+	return clip(strconv.Quote(text.String()), 50) + " (streamed)", true
+}
+
 // llmReplyText is LLMReplyText, and false for a body it does not know.
 func llmReplyText(body []byte) (string, bool) {
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("data:")) || bytes.HasPrefix(bytes.TrimSpace(body), []byte("event:")) {
+		return streamedReplyText(body)
+	}
 	var cc chatCompletion
 	if json.Unmarshal(body, &cc) != nil || len(cc.Choices) == 0 {
 		return "", false

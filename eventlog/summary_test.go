@@ -107,6 +107,10 @@ func TestLLMReplyText(t *testing.T) {
 		{`{"choices":[{"message":{"content":"all done"}}]}`, `"all done"`},
 		{`{"choices":[]}`, "choices=[]"},
 		{`plain`, `"plain"`},
+		{"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\ndata: [DONE]\n\n", `"Hello" (streamed)`},
+		{"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"write_file\",\"arguments\":\"\"}}]}}]}\n\ndata: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]}}]}\n\n", "call write_file (streamed)"},
+		{"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n", `"Hi" (streamed)`},
+		{"data: one\n\n", `"data: one\n\n"`},
 	} {
 		if got := eventlog.LLMReplyText([]byte(c.body)); got != c.want {
 			t.Errorf("LLMReplyText(%s) = %q, want %q", c.body, got, c.want)

@@ -211,6 +211,11 @@ type State struct {
 	Diverged   []string
 	DivergedAt uint64
 
+	// Tokens sums the token usage the lineage's llm steps recorded
+	// (step.succeeded Tokens, DESIGN §16): a fork's prefix counts, an
+	// override (which ran nothing) does not.
+	Tokens eventlog.Tokens
+
 	// Parent, ForkAt and Selections come from the lineage's newest
 	// fork.created; they are zero for a root execution.
 	Parent     eventlog.ID
@@ -353,6 +358,8 @@ func (s *State) apply(ev eventlog.Event) error {
 			}
 		}
 		st.Status, st.Result, st.EndedAt = StepSucceeded, slices.Clone(p.Result), ev.Seq
+		s.Tokens.Input += p.Tokens.Input
+		s.Tokens.Output += p.Tokens.Output
 
 	case *eventlog.StepFailed:
 		st, err := s.terminal(ev, p.StepID, p.Indeterminate)

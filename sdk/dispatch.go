@@ -97,6 +97,12 @@ type dispatch struct {
 	// records how it ended, so nothing lands after a terminal event.
 	calls sync.WaitGroup
 
+	// streams are the llm steps whose responses still stream to the
+	// handler (stream.go), in the order they opened; streamMu guards it
+	// and is never held with d.mu.
+	streamMu sync.Mutex
+	streams  []*liveStream
+
 	// resMu serializes Resource calls; bodyMu serializes tool and local
 	// step bodies while the execution has resources (DESIGN §5).
 	resMu  sync.Mutex
@@ -625,12 +631,18 @@ func (d *dispatch) watchRequests(stop context.CancelCauseFunc) func() {
 // appends nothing, and calls still in progress see their context cancelled
 // and are waited for, so their terminal events land before the dispatch's
 // own. Bodies never overlap a dispatch's end.
+//
+// A model response still streaming is recorded Truncated first (DESIGN
+// §21½.8), before the calls' contexts are cancelled; one that a call in
+// progress opens is ended once that call has returned.
 func (d *dispatch) endCalls(cancel context.CancelFunc) {
 	d.mu.Lock()
 	d.ended = true
 	d.mu.Unlock()
+	d.endStreams()
 	cancel()
 	d.calls.Wait()
+	d.endStreams()
 }
 
 // enterCall admits a call of the handler, or refuses it once the handler
@@ -879,7 +891,11 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	}
 	ctx, span := d.k.tel.startStep(ctx, d.exec, started)
 	outcome, serr := "succeeded", error(nil)
-	defer func() { d.k.tel.stepEnded(span, c.kind, outcome, serr) }()
+	defer func() {
+		if outcome != "streaming" {
+			d.k.tel.stepEnded(span, c.kind, outcome, serr)
+		}
+	}()
 
 	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID), note: note, retried: retried})
 	bctx, endTimeout := withTimeout(bctx, c.timeout)
@@ -894,6 +910,14 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		outcome = "parked"
 		return nil, time.Time{}, fmt.Errorf("sdk: %s %q: %w", c.kind, c.target, berr)
 	}
+	if sh := (*streamHandoff)(nil); !panicked && errors.As(berr, &sh) {
+		// The response streams to the caller: the step stays started and
+		// the stream appends its terminal event when it ends (stream.go).
+		sh.s.ctx, sh.s.span = ctx, span
+		d.addStream(sh.s)
+		outcome = "streaming"
+		return nil, time.Time{}, berr
+	}
 
 	var terminal eventlog.Payload
 	switch {
@@ -903,6 +927,8 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		terminal = &eventlog.StepCancelled{StepID: stepID}
 	case berr != nil:
 		terminal, next = d.outcome(stepID, usedAttempts(c, attempt, retried), c, berr, timedOut)
+	case c.kind == eventlog.StepLLM:
+		terminal = &eventlog.StepSucceeded{StepID: stepID, Result: result, Tokens: llmResultTokens(result)}
 	default:
 		terminal = &eventlog.StepSucceeded{StepID: stepID, Result: result}
 	}

@@ -76,6 +76,16 @@
 // result that no longer decodes into the caller's type (including a field
 // the type no longer has) is an error, never a zero value.
 //
+// # Model replies that stream
+//
+// A streamed response through [Transport] reaches the caller as it
+// arrives; the llm step's step.succeeded (the whole body, the headers,
+// the reply's Tokens) is appended when the caller reads to EOF, Truncated
+// when it closes early or the handler returns or parks with it open
+// (DESIGN §16, §21½.8). A replay returns the recorded bytes and headers as
+// a body the client's parser reads. [Kernel.WatchDeltas] yields the pieces
+// ([Delta]) in this process, never stored.
+//
 // # Retries, timeouts and timers
 //
 // A call retries under its [RetryPolicy] ([Retry], [TransportRetry], or the

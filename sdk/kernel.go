@@ -52,6 +52,8 @@ type Kernel struct {
 	wake chan struct{}
 	// appends wakes Watch when a dispatch appended (watch.go).
 	appends appendSignal
+	// deltas passes streaming model responses to WatchDeltas (deltas.go).
+	deltas deltaHub
 	// tel is the OpenTelemetry instruments (otel.go).
 	tel telemetry
 	// awaits lists the executions this kernel left to their owner

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,15 +27,42 @@ import (
 // body — never the headers, so credentials in headers are neither recorded
 // nor part of identity, and never the scheme and host of a model request, so
 // a recorded conversation replays through another base URL.
-// Responses are read whole before they are recorded: a streamed response
-// arrives all at once.
 //
-// A 429, a 5xx or a connection error is a failed attempt, retried under
-// TransportRetry's policy (else the kernel's WithRetry; else not retried)
-// after the policy's backoff or the response's Retry-After, whichever is
-// longer (DESIGN §10). Only the final response is the step's result: a
-// 429 or 5xx that is not retried is recorded, and returned, as the
-// response; a final connection error is the step's error.
+// A streamed response — server-sent events (text/event-stream), or a body
+// of unannounced length — reaches the caller as it arrives (DESIGN §16):
+// the caller reads the upstream bytes while they are kept for the record,
+// and step.succeeded, with the whole body and the headers, is appended
+// when the caller's read reaches EOF. A stream that breaks is recorded
+// step.failed, and the caller's read returns the same *StepError a replay
+// returns; a break because the request's context ended is step.cancelled.
+// A caller that closes the body early records what it read, marked
+// Truncated, and so does a handler that returns or parks with the body
+// still open: a replay returns exactly the bytes the caller saw. A stream
+// whose record would pass MaxValueSize fails its step instead of being
+// recorded cut short. Nothing is appended while bytes flow: the caller's
+// reads never wait for the log until the last one. A body of announced
+// length is read whole before it is returned.
+//
+// A replay, in a fork too, returns the recorded status, headers and body
+// as a body the client's own parser reads (openai-go's and
+// anthropic-sdk-go's streaming APIs among them). An override of a
+// streamed step (WithResult) is served the same way: its body, whole, as
+// one chunk.
+//
+// An llm step's step.succeeded records the response's token usage
+// (Tokens), read from OpenAI's "usage" (a streamed reply's final chunk
+// with stream_options.include_usage too) and Anthropic's usage (the
+// message_start and message_delta events of a stream); a response in any
+// other format records none.
+//
+// A 429, a 5xx or a connection error — or a stream that breaks before its
+// first byte — is a failed attempt, retried under TransportRetry's policy
+// (else the kernel's WithRetry; else not retried) after the policy's
+// backoff or the response's Retry-After, whichever is longer (DESIGN
+// §10); a stream that broke after its first byte reached the caller is
+// final, never retried (§21½.8). Only the final response is the step's
+// result: a 429 or 5xx that is not retried is recorded, and returned, as
+// the response; a final connection error is the step's error.
 func Transport(base http.RoundTripper, opts ...TransportOption) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -126,11 +154,31 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if err != nil {
 				return nil, err
 			}
+			var first []byte
+			if !transientStatus(resp.StatusCode) && streamed(resp) {
+				// Retries apply before the first byte only (DESIGN
+				// §21½.8): a stream that breaks before it is a failed
+				// attempt; after it, the stream is the caller's.
+				var eof bool
+				first, eof, err = readFirst(resp.Body)
+				if err != nil {
+					_ = resp.Body.Close()
+					return nil, fmt.Errorf("read response body: %w", err)
+				}
+				if !eof {
+					si, _ := bctx.Value(stepKey{}).(*stepInfo)
+					return nil, &streamHandoff{s: &liveStream{
+						d: d, stepID: si.id, target: target, status: resp.StatusCode,
+						header: resp.Header.Clone(), body: resp.Body, first: first,
+					}}
+				}
+			}
 			defer resp.Body.Close()
 			b, err := io.ReadAll(resp.Body)
 			if err != nil {
 				return nil, fmt.Errorf("read response body: %w", err)
 			}
+			b = append(first, b...)
 			h := resp.Header.Clone()
 			h.Del("Content-Length")
 			rec, err := encodeValue(llmResult{Status: resp.StatusCode, Header: h, Body: b})
@@ -144,6 +192,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		},
 	})
+	if sh := (*streamHandoff)(nil); errors.As(err, &sh) {
+		return sh.s.response(req), nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,11 @@
 //   - /e/{id}/events is the server-sent event stream: one "event" message
 //     per event of the lineage (JSON: seq, kind, time, summary, covered,
 //     restores), then "end" after the execution's terminal event.
+//   - /e/{id}/deltas streams the pieces of the model replies that stream
+//     to the execution's handler in this process (Kernel.WatchDeltas,
+//     never stored): one "delta" message per piece (JSON: step_id, index,
+//     data, the bytes as text, U+FFFD for bytes that are not UTF-8), then
+//     "end" after the execution ends.
 //   - /e/{id}/fork?at=N shows what a fork at event N restores (coverage,
 //     and a warning when uncovered) before confirming; POST /e/{id}/fork
 //     with at=N creates the fork (Kernel.Fork) and redirects to its page.

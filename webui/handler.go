@@ -37,6 +37,7 @@ func Handler(k *sdk.Kernel, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /e/{id}", s.execution)
 	mux.HandleFunc("GET /e/{id}/timeline", s.timeline)
 	mux.HandleFunc("GET /e/{id}/events", s.events)
+	mux.HandleFunc("GET /e/{id}/deltas", s.deltas)
 	mux.HandleFunc("GET /e/{id}/fork", s.forkPreview)
 	mux.HandleFunc("POST /e/{id}/fork", s.fork)
 	mux.HandleFunc("GET /diff", s.diff)
@@ -269,6 +270,45 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		b, _ := json.Marshal(msg)
 		fmt.Fprintf(w, "event: event\ndata: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	fmt.Fprint(w, "event: end\ndata: {}\n\n")
+}
+
+// deltaMessage is one server-sent event of /e/{id}/deltas.
+type deltaMessage struct {
+	StepID string `json:"step_id"`
+	Index  int    `json:"index"`
+	Data   string `json:"data"`
+}
+
+// deltas streams the pieces of the model replies that stream to id's
+// handler in this process (Kernel.WatchDeltas, DESIGN §16), then "end"
+// when the execution ends.
+func (s *server) deltas(w http.ResponseWriter, r *http.Request) {
+	info, ok := s.info(w, r)
+	if !ok {
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	ctx := r.Context()
+	for dl, err := range s.k.WatchDeltas(ctx, info.ID) {
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintf(w, "event: failure\ndata: %s\n\n", jsonString(err.Error()))
+			}
+			return
+		}
+		b, _ := json.Marshal(deltaMessage{StepID: dl.StepID, Index: dl.Index, Data: string(dl.Data)})
+		fmt.Fprintf(w, "event: delta\ndata: %s\n\n", b)
 		if flusher != nil {
 			flusher.Flush()
 		}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/sdk"
@@ -270,4 +271,104 @@ func TestFork(t *testing.T) {
 	if code, body := r.get(t, u.ResolveReference(&url.URL{Path: resp.Header.Get("Location")}).Path); code != 200 || !strings.Contains(body, forks[0].ID.String()) {
 		t.Fatalf("fork page = %d", code)
 	}
+}
+
+// TestDeltasLive: /e/{id}/deltas streams the pieces of a model reply as
+// the handler reads them (the fake model sends one every 10 ms until the
+// page has shown one), then "end" when the execution ends.
+func TestDeltasLive(t *testing.T) {
+	seen := make(chan struct{})
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for {
+			_, _ = io.WriteString(w, "data: tick\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-seen:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}))
+	defer model.Close()
+	k, err := sdk.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	client := &http.Client{Transport: sdk.Transport(nil)}
+	chat, err := sdk.Register(k, "chat", func(ctx context.Context, _ int) (int, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, model.URL+"/v1/chat", strings.NewReader(`{"model":"m"}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return len(b), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(webui.Handler(k))
+	defer srv.Close()
+	id, err := chat.Start(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(srv.URL + "/e/" + id.String() + "/deltas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("deltas = %d %s", resp.StatusCode, ct)
+	}
+	ran := make(chan error, 1)
+	go func() { _, err := chat.Run(context.Background(), id); ran <- err }()
+	var got []webuiDelta
+	ended := false
+	sse(t, resp.Body, func(kind string, data []byte) {
+		if kind == "end" {
+			ended = true
+			return
+		}
+		var d webuiDelta
+		if err := json.Unmarshal(data, &d); err != nil {
+			t.Fatalf("%s %s: %v", kind, data, err)
+		}
+		if len(got) == 0 {
+			close(seen)
+		}
+		got = append(got, d)
+	})
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if !ended || len(got) == 0 {
+		t.Fatalf("ended %v after %d deltas", ended, len(got))
+	}
+	var started *eventlog.StepStarted
+	for ev, err := range k.Events(context.Background(), id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, ok := ev.Data.(*eventlog.StepStarted); ok {
+			started = s
+		}
+	}
+	for i, d := range got {
+		if d.StepID != started.StepID || d.Data != "data: tick\n\n" || i > 0 && d.Index != got[i-1].Index+1 {
+			t.Fatalf("delta %d = %+v, want the llm step's ticks in order", i, d)
+		}
+	}
+}
+
+// webuiDelta is one "delta" message of /e/{id}/deltas.
+type webuiDelta struct {
+	StepID string `json:"step_id"`
+	Index  int    `json:"index"`
+	Data   string `json:"data"`
 }

@@ -113,6 +113,12 @@
 // step's recorded response shows its body as JSON when it is JSON (Go's
 // base64 of bytes only for a body that is not).
 //
+// events and show sum the token usage the lineage's LLM calls recorded
+// (step.succeeded Tokens, DESIGN §16) — a fork's prefix included — into
+// the events header (", N+M tokens") and --json "tokens", and, for show,
+// a "tokens" line up to the event shown; a lineage without usage shows
+// none.
+//
 // A scan of a lineage shows a progress line on stderr every 10,000 events
 // when stderr is a terminal, or always with --progress.
 //

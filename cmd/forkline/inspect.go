@@ -290,6 +290,9 @@ type lineage struct {
 	events []eventlog.Event
 	cov    *coverage.Fold
 	steps  stepIndex
+	// tokens sums the llm steps' recorded usage (DESIGN §16), the
+	// prefix of a fork included.
+	tokens eventlog.Tokens
 }
 
 // readLineage reads info's lineage up to seq upTo (0: the head it had when
@@ -312,10 +315,23 @@ func readLineage(e *env, log eventlog.Log, info eventlog.Info, upTo uint64) (*li
 			return nil, fmt.Errorf("execution %s: %w", info.ID, err)
 		}
 		l.steps.Add(ev)
+		if ss, ok := ev.Data.(*eventlog.StepSucceeded); ok {
+			l.tokens.Input += ss.Tokens.Input
+			l.tokens.Output += ss.Tokens.Output
+		}
 		l.events = append(l.events, ev)
 		p.tick()
 	}
 	return l, nil
+}
+
+// tokensText is ", N+M tokens" for a lineage whose llm calls recorded
+// usage, "" for one without.
+func tokensText(t eventlog.Tokens) string {
+	if t == (eventlog.Tokens{}) {
+		return ""
+	}
+	return fmt.Sprintf(", %d+%d tokens", t.Input, t.Output)
 }
 
 // header is the line above an execution's tables.
@@ -338,8 +354,10 @@ type showJSON struct {
 	// ResponseBody is the HTTP body of a recorded LLM response, decoded.
 	ResponseBody json.RawMessage `json:"response_body,omitempty"`
 	// Message is, for a message.received, what became of the message.
-	Message  *messageJSON `json:"message,omitempty"`
-	Coverage *pointJSON   `json:"coverage"`
+	Message *messageJSON `json:"message,omitempty"`
+	// Tokens sums the usage of the lineage's llm calls up to Seq.
+	Tokens   *eventlog.Tokens `json:"tokens,omitempty"`
+	Coverage *pointJSON       `json:"coverage"`
 }
 
 // eventJSON is one event in --json output.
@@ -383,9 +401,12 @@ func cmdEvents(e *env, idArg, kind string) error {
 					doc[k] = v
 				}
 			}
+			if l.tokens != (eventlog.Tokens{}) {
+				doc["tokens"] = l.tokens
+			}
 			return writeJSON(e.stdout, doc)
 		}
-		fmt.Fprintln(e.stdout, header(info, l.status()))
+		fmt.Fprintln(e.stdout, header(info, l.status())+tokensText(l.tokens))
 		tw := newTable(e.stdout)
 		fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tDETAIL")
 		for _, ev := range l.events {
@@ -607,8 +628,12 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		}
 		if e.opts.json {
 			cov := pointOut(p, "")
-			return writeJSON(e.stdout, showJSON{Execution: info.ID.String(), Seq: ev.Seq, Time: ev.Time.UTC(),
-				Kind: ev.Kind().String(), Detail: detail(ev, l.steps), Data: data, ResponseBody: body, Message: consumed, Coverage: &cov})
+			out := showJSON{Execution: info.ID.String(), Seq: ev.Seq, Time: ev.Time.UTC(),
+				Kind: ev.Kind().String(), Detail: detail(ev, l.steps), Data: data, ResponseBody: body, Message: consumed, Coverage: &cov}
+			if l.tokens != (eventlog.Tokens{}) {
+				out.Tokens = &l.tokens
+			}
+			return writeJSON(e.stdout, out)
 		}
 		tw := newTable(e.stdout)
 		fmt.Fprintf(tw, "execution\t%s\n", info.ID)
@@ -622,6 +647,9 @@ func cmdShow(e *env, idArg, seqArg string) error {
 				state = fmt.Sprintf("by recv step %s at seq %d", consumed.ConsumedBy, consumed.ConsumedAt)
 			}
 			fmt.Fprintf(tw, "consumed\t%s\n", state)
+		}
+		if l.tokens != (eventlog.Tokens{}) {
+			fmt.Fprintf(tw, "tokens\t%d in, %d out (the lineage's llm calls to seq %d)\n", l.tokens.Input, l.tokens.Output, seq)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
