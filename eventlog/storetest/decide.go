@@ -23,7 +23,7 @@ type DecideStore interface {
 // inbox or taken into the lineage — a decision of a step that awaits none,
 // and one for an ended execution wrap ErrNotAwaited and write nothing; bad
 // decisions are ErrInvalid; and of an Approve racing a Reject exactly one
-// is stored, the one its caller was told.
+// is stored, the one its caller was told, however many race.
 func TestDecider(t *testing.T, open func(t *testing.T) DecideStore) {
 	t.Run("Once", func(t *testing.T) { testDecideOnce(t, open(t)) })
 	t.Run("Refused", func(t *testing.T) { testDecideRefused(t, open(t)) })
@@ -113,16 +113,22 @@ func testDecideRefused(t *testing.T, s DecideStore) {
 	wantPending(t, s, id)
 }
 
-// decideRounds is how many Approve ‖ Reject races testDecideRace runs.
-const decideRounds = 20
+// decideRounds is how many Approve ‖ Reject races testDecideRace runs, each
+// between decideRacers decisions, half of them grants.
+const (
+	decideRounds = 20
+	decideRacers = 6
+)
 
 func testDecideRace(t *testing.T, s DecideStore) {
 	ctx := t.Context()
 	for round := range decideRounds {
 		id, lineage := awaiting(t, s)
-		payloads := []eventlog.Payload{
-			&eventlog.ApprovalGranted{StepID: "s1", By: "a", Note: fmt.Sprint(round)},
-			&eventlog.ApprovalRejected{StepID: "s1", By: "b", Note: fmt.Sprint(round)},
+		var payloads []eventlog.Payload
+		for i := range decideRacers / 2 {
+			payloads = append(payloads,
+				&eventlog.ApprovalGranted{StepID: "s1", By: fmt.Sprint("a", i), Note: fmt.Sprint(round)},
+				&eventlog.ApprovalRejected{StepID: "s1", By: fmt.Sprint("b", i), Note: fmt.Sprint(round)})
 		}
 		errs := make([]error, len(payloads))
 		var start, wg sync.WaitGroup
@@ -143,13 +149,13 @@ func testDecideRace(t *testing.T, s DecideStore) {
 			case err == nil && winner < 0:
 				winner = i
 			case err == nil:
-				t.Fatalf("round %d: both decisions were stored", round)
+				t.Fatalf("round %d: decisions %d and %d were both stored", round, winner, i)
 			case !errors.Is(err, eventlog.ErrNotAwaited):
 				t.Fatalf("round %d: Decide(%s) = %v; want success or ErrNotAwaited", round, payloads[i].Kind(), err)
 			}
 		}
 		if winner < 0 {
-			t.Fatalf("round %d: neither decision was stored: %v", round, errs)
+			t.Fatalf("round %d: no decision was stored: %v", round, errs)
 		}
 		wantLineage(t, s, id, lineage)
 		rs := wantPending(t, s, id, 1)
