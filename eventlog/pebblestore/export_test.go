@@ -64,3 +64,13 @@ func SyncProves(data []byte, name string, off int64) bool {
 	_, _, found := syncedPast(data, uint32(num), off)
 	return found
 }
+
+// WALMark reads the side record of dir's write-ahead log: the log number
+// and the offset it was synced to.
+func WALMark(dir string) (log, off uint64, ok bool, err error) {
+	_, p, ok, err := readWALMark(dir)
+	return p.log, p.off, ok, err
+}
+
+// WALMarkEvery is how often at most the side record is rewritten.
+const WALMarkEvery = walMarkEvery

@@ -1,0 +1,153 @@
+package pebblestore_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
+)
+
+// walCrash appends n synced events to a new execution, then, past
+// WALMarkEvery, one more (whose sync writes the side record), and copies
+// the folder while the store is open: the image of a crash. It returns the
+// image, what the log held, the write-ahead log being written, and the
+// offset the side record holds.
+func walCrash(t *testing.T, n int) (f folder, img logImage, wal string, synced int) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "log")
+	s := openDir(t, dir)
+	a := create(t, s, "alpha")
+	for i := range n {
+		appendAll(t, s, a, dispatch(uint64(i+1)))
+	}
+	time.Sleep(pebblestore.WALMarkEvery + 10*time.Millisecond)
+	appendAll(t, s, a, dispatch(uint64(n+1)))
+	img = logImage{a: events(t, s, a, 1)}
+	f = readFolder(t, dir)
+	wal = newest(t, f, hasSuffix(".log"))
+	log, off, ok, err := pebblestore.WALMark(dir)
+	if err != nil || !ok || fmt.Sprintf("%06d.log", log) != wal || off == 0 || off > uint64(len(f[wal])) {
+		t.Fatalf("side record = log %d, offset %d, %v, %v; want %s, within its %d bytes", log, off, ok, err, wal, len(f[wal]))
+	}
+	return f, img, wal, int(off)
+}
+
+// TestWALLossDetected (issue 30 item 8): after a crash, a write-ahead log
+// cut short inside the part its side record says was synced, or deleted,
+// is reported — by a read-only Open and an Open for writing alike — as an
+// error wrapping ErrCorrupt that names the log and says how to proceed,
+// and neither changes a file. (Before, the log opened with fewer events,
+// or none, without a word.) The intact image reads back every
+// acknowledged event.
+func TestWALLossDetected(t *testing.T) {
+	f, img, wal, synced := walCrash(t, 150)
+	d := filepath.Join(t.TempDir(), "log")
+	f.write(t, d)
+	got, err := readAll(d)
+	if err != nil || !equalImages(img, got) {
+		t.Fatalf("the intact crash image: %v\n%s", err, diff(img, got))
+	}
+	cases := map[string]func(string){
+		"delete " + wal: removeFiles(func(n string) bool { return n == wal }),
+	}
+	for _, n := range []int{0, 100, synced / 2, synced - 1} {
+		cases[fmt.Sprintf("truncate %s to %d bytes (synced to %d)", wal, n, synced)] = truncateAt(wal, n)
+	}
+	for label, damage := range cases {
+		for _, mode := range []string{"read-only", "writable"} {
+			d := filepath.Join(t.TempDir(), "log")
+			f.write(t, d)
+			damage(d)
+			before := readFolder(t, d)
+			var err error
+			if mode == "read-only" {
+				_, err = readAll(d)
+			} else {
+				var s *pebblestore.Store
+				if s, err = pebblestore.Open(d); err == nil {
+					_ = s.Close()
+				}
+			}
+			if !errors.Is(err, eventlog.ErrCorrupt) || !strings.Contains(err.Error(), wal) || !strings.Contains(err.Error(), "AcceptWALLoss") {
+				t.Errorf("%s, %s open: %v; want ErrCorrupt naming %s and AcceptWALLoss", label, mode, err, wal)
+			}
+			if diff := sameFolder(t, d, before); diff != "" {
+				t.Errorf("%s, %s open: the folder changed: %s", label, mode, diff)
+			}
+		}
+	}
+}
+
+// TestWALLossAccepted: AcceptWALLoss opens a log whose write-ahead log was
+// cut short with what it holds (a prefix of what was written); a writable
+// open with it starts a new side record, so the next plain Open succeeds.
+func TestWALLossAccepted(t *testing.T) {
+	f, img, wal, synced := walCrash(t, 150)
+	d := filepath.Join(t.TempDir(), "log")
+	f.write(t, d)
+	truncateAt(wal, synced/2)(d)
+	s, err := pebblestore.Open(d, pebblestore.ReadOnly(), pebblestore.AcceptWALLoss())
+	if err != nil {
+		t.Fatalf("ReadOnly, AcceptWALLoss: %v", err)
+	}
+	_ = s.Close()
+	if _, err := pebblestore.Open(d, pebblestore.ReadOnly()); !errors.Is(err, eventlog.ErrCorrupt) {
+		t.Fatalf("a read-only open with AcceptWALLoss changed the side record: the next open gives %v", err)
+	}
+	s, err = pebblestore.Open(d, pebblestore.AcceptWALLoss())
+	if err != nil {
+		t.Fatalf("AcceptWALLoss: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(d)
+	if err != nil {
+		t.Fatalf("the next plain open: %v", err)
+	}
+	for id, evs := range img {
+		if n := len(got[id]); n >= len(evs) || !eventsEqual(evs[:n], got[id]) {
+			t.Fatalf("after the loss, execution %s holds %d of %d events; want a shorter prefix", id, n, len(evs))
+		}
+	}
+}
+
+// TestWALMarkAfterFlush: a log whose data Pebble flushed may be deleted or
+// reused; the side record never asks for it. Sessions that reopen the log
+// (each flushes and retires the log before), and a crash right after a
+// reopen, open without an error and read back everything.
+func TestWALMarkAfterFlush(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	var a eventlog.ID
+	for session := range 3 {
+		s := openDir(t, dir)
+		if session == 0 {
+			a = create(t, s, "alpha")
+		}
+		for i := range 20 {
+			appendAll(t, s, a, dispatch(uint64(100*session+i+1)))
+		}
+		time.Sleep(pebblestore.WALMarkEvery + 10*time.Millisecond)
+		appendAll(t, s, a, dispatch(uint64(100*session+50)))
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := openDir(t, dir)
+	img := logImage{a: events(t, s, a, 1)}
+	crash := readFolder(t, dir) // a crash right after the reopen
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d := filepath.Join(t.TempDir(), "log")
+	crash.write(t, d)
+	got, err := readAll(d)
+	if err != nil || !equalImages(img, got) {
+		t.Fatalf("a crash after a reopen: %v\n%s", err, diff(img, got))
+	}
+}
