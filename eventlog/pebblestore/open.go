@@ -461,15 +461,17 @@ func (s *Store) Close() error {
 		s.space.releaseBallast()
 		ferr = s.guard(func() error { return s.db.Flush() })
 	}
-	err := s.guard(s.db.Close)
-	if s.mark != nil {
-		s.mark.close()
-	}
-	if err != nil {
+	if err := s.guard(s.db.Close); err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
 	}
 	if ferr != nil {
 		return fmt.Errorf("pebblestore: close: flush: %w", ferr)
+	}
+	if s.mark != nil {
+		// Everything is in tables: no write-ahead log is needed any more.
+		if err := s.mark.clear(); err != nil {
+			return fmt.Errorf("pebblestore: close: write %s: %w", walMarkName, err)
+		}
 	}
 	if !s.readOnly && s.dir != "" {
 		if err := writeClosed(s.dir); err != nil {

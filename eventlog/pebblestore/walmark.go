@@ -134,7 +134,8 @@ func checkWALMark(dir string) error {
 }
 
 // walReplayEnd returns where Pebble's recovery stops reading the log data
-// of number num: the end of its last good record.
+// of number num: its end when every record reads (the end-of-log trailer a
+// closed log ends with included), else the start of the first bad record.
 func walReplayEnd(data []byte, num uint64) int64 {
 	r := newRecordReader(record.NewReader, bytes.NewReader(data), num)
 	for {
@@ -142,6 +143,9 @@ func walReplayEnd(data []byte, num uint64) int64 {
 		rec, err := r.Next()
 		if err == nil {
 			_, err = io.Copy(io.Discard, rec)
+		}
+		if errors.Is(err, io.EOF) {
+			return int64(len(data))
 		}
 		if err != nil {
 			return start
@@ -232,6 +236,18 @@ func (m *walMark) writeLocked() error {
 	}
 	m.n, m.rec, m.at = n, m.cur, time.Now()
 	return nil
+}
+
+// clear records that no log needs checking: Close calls it once every
+// log's data is in tables.
+func (m *walMark) clear() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cur = walPos{}
+	if m.rec == (walPos{}) {
+		return nil
+	}
+	return m.writeLocked()
 }
 
 // close closes the record's file.
