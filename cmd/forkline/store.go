@@ -110,9 +110,18 @@ func openExisting(e *env, readOnly bool) (logStore, error) {
 		return nil, inputErrorf("%s: not a forkline log (%s is empty)", dir, ld)
 	}
 	if readOnly {
-		return open(dir, pebblestore.ReadOnly())
+		return open(dir, walOpts(e, pebblestore.ReadOnly())...)
 	}
-	return open(dir)
+	return open(dir, walOpts(e)...)
+}
+
+// walOpts adds pebblestore.AcceptWALLoss to opts when --accept-wal-loss
+// was given.
+func walOpts(e *env, opts ...pebblestore.Option) []pebblestore.Option {
+	if e.opts.acceptWALLoss {
+		opts = append(opts, pebblestore.AcceptWALLoss())
+	}
+	return opts
 }
 
 // openLog opens (creating it if needed) the log of the data folder, with
@@ -125,7 +134,7 @@ func openLog(e *env) (logStore, error) {
 	if fi, err := os.Stat(logDir(dir)); err == nil && !fi.IsDir() {
 		return nil, inputErrorf("%s: not a forkline log (%s is not a folder)", dir, logDir(dir))
 	}
-	return open(dir)
+	return open(dir, walOpts(e)...)
 }
 
 // open opens the log of the data folder with opts, classifying its errors.
