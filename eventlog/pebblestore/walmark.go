@@ -26,11 +26,11 @@ import (
 // without a word. So the store keeps a side record, FORKLINE-WAL: the
 // newest (log number, byte offset) it saw the log synced to. The store's
 // filesystem (walMarkFS) counts the bytes written to each log file and
-// learns the offset from each completed sync; from that sync path it
-// rewrites the record, fsynced, at most every walMarkEvery, before the
-// appends the sync covers are acknowledged. So the appends acknowledged in
-// the last walMarkEvery at most are past the record, and can vanish
-// unreported; everything before is checked.
+// learns the offset from each completed sync; at most every walMarkEvery
+// that sync path wakes a goroutine that rewrites the record and fsyncs it
+// (the log's own sync never waits for it). So the appends acknowledged in
+// the last walMarkEvery, plus the time of one write of the record, are
+// past it and can vanish unreported; everything before is checked.
 //
 // Open checks the record when the folder was not closed cleanly or
 // anyway (the check is one read of one log): the log it names must exist
@@ -153,21 +153,35 @@ func walReplayEnd(data []byte, num uint64) int64 {
 	}
 }
 
-// walMark keeps the side record of a writable store on disk.
+// walMark keeps the side record of a writable store on disk. The sync
+// path only notes the newest synced position (synced) and, at most every
+// walMarkEvery, wakes a goroutine that writes and fsyncs the record: the
+// write-ahead log never waits for the side file's fsync.
 type walMark struct {
 	dir string
-	mu  sync.Mutex
+
+	// wmu serializes the record's writes and guards what is on disk.
+	wmu sync.Mutex
 	f   *os.File // opened at the first write
 	n   uint64   // the counter of the record on disk
 	rec walPos   // the position on disk
-	cur walPos   // the newest synced position seen
-	at  time.Time
-	err error // the first write error: the record stops moving
+	err error    // the first write error: the record stops moving
+
+	// mu guards the newest synced position and the write's schedule.
+	mu   sync.Mutex
+	cur  walPos    // the newest synced position seen
+	last time.Time // when the record was last written
+	due  bool      // a write is asked for
+
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
 }
 
-// newWALMark loads dir's record; reset starts a new one (AcceptWALLoss).
+// newWALMark loads dir's record and starts its writer; reset starts a new
+// record (AcceptWALLoss).
 func newWALMark(dir string, reset bool) (*walMark, error) {
-	m := &walMark{dir: dir}
+	m := &walMark{dir: dir, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	n, p, ok, err := readWALMark(dir)
 	if err != nil {
 		return nil, err
@@ -176,18 +190,19 @@ func newWALMark(dir string, reset bool) (*walMark, error) {
 		m.n, m.rec, m.cur = n, p, p
 	}
 	if reset && ok && p.off != 0 {
-		m.mu.Lock()
-		defer m.mu.Unlock()
 		m.cur = walPos{}
-		if err := m.writeLocked(); err != nil {
+		if err := m.writeLocked(m.cur); err != nil {
+			_ = m.closeFile()
 			return nil, err
 		}
 	}
+	m.wg.Add(1)
+	go m.loop()
 	return m, nil
 }
 
-// synced notes that log num was synced to off; from the sync path, at most
-// every walMarkEvery, it writes the record.
+// synced notes, from the sync path, that log num was synced to off, and
+// asks for a write when the last one is walMarkEvery old.
 func (m *walMark) synced(num, off uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -195,27 +210,77 @@ func (m *walMark) synced(num, off uint64) {
 		return
 	}
 	m.cur = walPos{num, off}
-	if m.err == nil && time.Since(m.at) >= walMarkEvery {
-		m.err = m.writeLocked()
+	if !m.due && time.Since(m.last) >= walMarkEvery {
+		m.due = true
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// loop writes the record when asked, until close.
+func (m *walMark) loop() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.kick:
+			m.write()
+		case <-m.done:
+			return
+		}
+	}
+}
+
+// write writes the newest synced position.
+func (m *walMark) write() {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	m.mu.Lock()
+	p := m.cur
+	m.mu.Unlock()
+	if m.err == nil && p != m.rec {
+		m.err = m.writeLocked(p)
+	}
+	m.mu.Lock()
+	m.due, m.last = false, time.Now()
+	m.mu.Unlock()
 }
 
 // retire is called before log num is removed or reused: its data is in
-// tables, so a record naming it must not ask for it any more.
+// tables, so the record must not ask for it any more. It writes the record
+// at once when it names num.
 func (m *walMark) retire(num uint64) {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.cur.log == num {
 		m.cur.off = 0
 	}
+	p := m.cur
+	m.mu.Unlock()
 	if m.rec.log == num && m.rec.off != 0 && m.err == nil {
-		m.err = m.writeLocked()
+		m.err = m.writeLocked(p)
 	}
 }
 
-// writeLocked writes m.cur into the slot after the current one and syncs
-// it. m.mu is held.
-func (m *walMark) writeLocked() error {
+// clear records that no log needs checking: Close calls it once every
+// log's data is in tables.
+func (m *walMark) clear() error {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	m.mu.Lock()
+	m.cur = walPos{}
+	m.mu.Unlock()
+	if m.rec == (walPos{}) {
+		return nil
+	}
+	return m.writeLocked(walPos{})
+}
+
+// writeLocked writes p into the slot after the current one and syncs it.
+// m.wmu is held.
+func (m *walMark) writeLocked(p walPos) error {
 	if m.f == nil {
 		f, err := os.OpenFile(filepath.Join(m.dir, walMarkName), os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
@@ -228,36 +293,39 @@ func (m *walMark) writeLocked() error {
 		m.f = f
 	}
 	n := m.n + 1
-	if _, err := m.f.WriteAt(encodeWALMark(n, m.cur), int64(n%2)*walMarkSlot); err != nil {
+	if _, err := m.f.WriteAt(encodeWALMark(n, p), int64(n%2)*walMarkSlot); err != nil {
 		return err
 	}
 	if err := m.f.Sync(); err != nil {
 		return err
 	}
-	m.n, m.rec, m.at = n, m.cur, time.Now()
+	m.n, m.rec = n, p
 	return nil
 }
 
-// clear records that no log needs checking: Close calls it once every
-// log's data is in tables.
-func (m *walMark) clear() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.cur = walPos{}
-	if m.rec == (walPos{}) {
-		return nil
+// close stops the writer and closes the record's file.
+func (m *walMark) close() {
+	select {
+	case <-m.done:
+		return
+	default:
 	}
-	return m.writeLocked()
+	close(m.done)
+	m.wg.Wait()
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	_ = m.closeFile()
 }
 
-// close closes the record's file.
-func (m *walMark) close() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.f != nil {
-		_ = m.f.Close()
-		m.f = nil
+// closeFile closes the record's file if it is open. m.wmu is held, or m
+// is not shared yet.
+func (m *walMark) closeFile() error {
+	if m.f == nil {
+		return nil
 	}
+	err := m.f.Close()
+	m.f = nil
+	return err
 }
 
 // walMarkFS is the filesystem of a writable store on disk: it tracks the

@@ -30,13 +30,29 @@ func walCrash(t *testing.T, n int) (f folder, img logImage, wal string, synced i
 	time.Sleep(pebblestore.WALMarkEvery + 10*time.Millisecond)
 	appendAll(t, s, a, dispatch(uint64(n+1)))
 	img = logImage{a: events(t, s, a, 1)}
+	wal = newest(t, readFolder(t, dir), hasSuffix(".log"))
+	off := waitMark(t, dir, wal)
 	f = readFolder(t, dir)
-	wal = newest(t, f, hasSuffix(".log"))
-	log, off, ok, err := pebblestore.WALMark(dir)
-	if err != nil || !ok || fmt.Sprintf("%06d.log", log) != wal || off == 0 || off > uint64(len(f[wal])) {
-		t.Fatalf("side record = log %d, offset %d, %v, %v; want %s, within its %d bytes", log, off, ok, err, wal, len(f[wal]))
-	}
 	return f, img, wal, int(off)
+}
+
+// waitMark waits until dir's side record names wal at its whole size (the
+// record is written shortly after the sync it records) and returns the
+// offset.
+func waitMark(t *testing.T, dir, wal string) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fi, serr := os.Stat(filepath.Join(dir, wal))
+		log, off, ok, err := pebblestore.WALMark(dir)
+		if serr == nil && err == nil && ok && fmt.Sprintf("%06d.log", log) == wal && off == uint64(fi.Size()) && off > 0 {
+			return off
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("side record = log %d, offset %d, %v, %v (%v); want %s at its size", log, off, ok, err, serr, wal)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // TestWALLossDetected (issue 30 item 8): after a crash, a write-ahead log
@@ -165,11 +181,9 @@ func TestWALMarkRetired(t *testing.T) {
 	appendAll(t, s, a, dispatch(1))
 	time.Sleep(pebblestore.WALMarkEvery + 10*time.Millisecond)
 	appendAll(t, s, a, dispatch(2))
-	log, off, ok, err := pebblestore.WALMark(dir)
-	if err != nil || !ok || off == 0 {
-		t.Fatalf("side record = log %d, offset %d, %v, %v", log, off, ok, err)
-	}
-	wal := filepath.Join(dir, fmt.Sprintf("%06d.log", log))
+	name := newest(t, readFolder(t, dir), hasSuffix(".log"))
+	waitMark(t, dir, name)
+	wal := filepath.Join(dir, name)
 	deadline := time.Now().Add(10 * time.Second)
 	for i := uint64(3); ; i++ {
 		if _, err := os.Stat(wal); errors.Is(err, fs.ErrNotExist) {
