@@ -21,9 +21,15 @@
 //     Pebble only looks for such proof from the next 32 KiB block on. Open
 //     does the same check over the whole rest of every log Pebble replays
 //     (walcheck.go): damage that a later record proves synced is corruption.
-//     Damage to the last synced record, or a log cut inside its synced part,
-//     stays indistinguishable from a torn write: a synced high-water mark
-//     outside the log would cost a second fsync per append.
+//     A log cut short or deleted is seen through a side record,
+//     FORKLINE-WAL (walmark.go): the newest (log number, offset) the log was
+//     synced to, written and fsynced by a goroutine the sync path wakes at
+//     most every 100 ms. Open fails with an error wrapping eventlog.ErrCorrupt
+//     when the log it names is missing or its records end before that
+//     offset; AcceptWALLoss (forkline --accept-wal-loss) opens with what is
+//     left. Appends acknowledged in the last 100 ms (plus one write of the
+//     side file) before a crash are past the record, and their loss stays
+//     indistinguishable from a torn write.
 //   - Clean shutdown. Close flushes, so that a reopen needs nothing from the
 //     write-ahead logs, then writes FORKLINE-CLOSED, the list of live tables
 //     and their sizes. Open compares the MANIFEST with it: damage to the
