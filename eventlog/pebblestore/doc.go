@@ -94,7 +94,10 @@
 // numbers of an execution's pending requests stay in memory once read, so
 // an owner can poll Requests (say every 50 ms) at no IO cost while none is
 // pending. A fork has its own, empty inbox. Requests of an execution that
-// has ended stay readable; nobody takes them.
+// has ended stay readable; nobody takes them. Decide ([eventlog.Decider])
+// is Request with the check that the step awaits a decision (the state
+// record's status and the pending requests) made under that same lock, so
+// of concurrent decisions of one step exactly one is stored.
 //
 // # Leases, epochs and the folder's identity
 //
