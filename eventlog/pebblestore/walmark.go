@@ -26,11 +26,12 @@ import (
 // without a word. So the store keeps a side record, FORKLINE-WAL: the
 // newest (log number, byte offset) it saw the log synced to. The store's
 // filesystem (walMarkFS) counts the bytes written to each log file and
-// learns the offset from each completed sync; at most every walMarkEvery
-// that sync path wakes a goroutine that rewrites the record and fsyncs it
-// (the log's own sync never waits for it). So the appends acknowledged in
-// the last walMarkEvery, plus the time of one write of the record, are
-// past it and can vanish unreported; everything before is checked.
+// learns the offset from each completed sync; the sync path wakes a
+// goroutine that rewrites the record and fsyncs it, at most every
+// walMarkEvery (the log's own sync never waits for it). So a synced
+// position is recorded at most walMarkEvery plus one write of the record
+// after its sync: only the appends acknowledged that recently before a
+// crash can vanish unreported; everything before is checked.
 //
 // Open checks the record when the folder was not closed cleanly or
 // anyway (the check is one read of one log): the log it names must exist
@@ -168,10 +169,9 @@ type walMark struct {
 	err error    // the first write error: the record stops moving
 
 	// mu guards the newest synced position and the write's schedule.
-	mu   sync.Mutex
-	cur  walPos    // the newest synced position seen
-	last time.Time // when the record was last written
-	due  bool      // a write is asked for
+	mu  sync.Mutex
+	cur walPos // the newest synced position seen
+	due bool   // a write is asked for (kick holds the ask)
 
 	kick chan struct{}
 	done chan struct{}
@@ -202,7 +202,7 @@ func newWALMark(dir string, reset bool) (*walMark, error) {
 }
 
 // synced notes, from the sync path, that log num was synced to off, and
-// asks for a write when the last one is walMarkEvery old.
+// asks the writer for a write. It never waits for one.
 func (m *walMark) synced(num, off uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -210,7 +210,7 @@ func (m *walMark) synced(num, off uint64) {
 		return
 	}
 	m.cur = walPos{num, off}
-	if !m.due && time.Since(m.last) >= walMarkEvery {
+	if !m.due {
 		m.due = true
 		select {
 		case m.kick <- struct{}{}:
@@ -219,32 +219,39 @@ func (m *walMark) synced(num, off uint64) {
 	}
 }
 
-// loop writes the record when asked, until close.
+// loop writes the record when asked, at most every walMarkEvery, until
+// close: a position synced while it waits is written when the wait ends.
 func (m *walMark) loop() {
 	defer m.wg.Done()
 	for {
 		select {
 		case <-m.kick:
-			m.write()
 		case <-m.done:
+			return
+		}
+		m.write()
+		t := time.NewTimer(walMarkEvery)
+		select {
+		case <-t.C:
+		case <-m.done:
+			t.Stop()
 			return
 		}
 	}
 }
 
-// write writes the newest synced position.
+// write writes the newest synced position. A sync noted after it took the
+// position asks again.
 func (m *walMark) write() {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	m.mu.Lock()
 	p := m.cur
+	m.due = false
 	m.mu.Unlock()
 	if m.err == nil && p != m.rec {
 		m.err = m.writeLocked(p)
 	}
-	m.mu.Lock()
-	m.due, m.last = false, time.Now()
-	m.mu.Unlock()
 }
 
 // retire is called before log num is removed or reused: its data is in

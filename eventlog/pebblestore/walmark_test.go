@@ -205,3 +205,21 @@ func TestWALMarkRetired(t *testing.T) {
 		t.Fatalf("a crash after %s was retired: %v\n%s", wal, err, diff(img, got))
 	}
 }
+
+// TestWALMarkTrailing: appends synced while the side record's writer waits
+// out its interval are recorded when the wait ends, with no later append
+// to wake it: what can vanish unreported is bounded in time, not by the
+// next append.
+func TestWALMarkTrailing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	s := openDir(t, dir)
+	a := create(t, s, "alpha")
+	for i := range 3 {
+		appendAll(t, s, a, dispatch(uint64(i+1))) // within one interval
+	}
+	start := time.Now()
+	waitMark(t, dir, newest(t, readFolder(t, dir), hasSuffix(".log")))
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the last append was recorded %v after it", d)
+	}
+}
