@@ -23,8 +23,9 @@
 //     (walcheck.go): damage that a later record proves synced is corruption.
 //     A log cut short or deleted is seen through a side record,
 //     FORKLINE-WAL (walmark.go): the newest (log number, offset) the log was
-//     synced to, written and fsynced by a goroutine the sync path wakes at
-//     most every 100 ms. Open fails with an error wrapping eventlog.ErrCorrupt
+//     synced to, written and fsynced by a goroutine the sync path wakes, at
+//     most every 100 ms (a position is recorded at most 100 ms plus one
+//     write of the file after its sync). Open fails with an error wrapping eventlog.ErrCorrupt
 //     when the log it names is missing or its records end before that
 //     offset; AcceptWALLoss (forkline --accept-wal-loss) opens with what is
 //     left. Appends acknowledged in the last 100 ms (plus one write of the
