@@ -1,6 +1,8 @@
 package pebblestore
 
 import (
+	"time"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/forkline/forkline/eventlog"
 )
@@ -73,4 +75,12 @@ func WALMark(dir string) (log, off uint64, ok bool, err error) {
 }
 
 // WALMarkEvery is how often at most the side record is rewritten.
-const WALMarkEvery = walMarkEvery
+var WALMarkEvery = walMarkEvery
+
+// SetWALMarkEvery sets how often at most the side record of the stores
+// opened from now on is rewritten, until the test ends.
+func SetWALMarkEvery(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := walMarkEvery
+	walMarkEvery = d
+	t.Cleanup(func() { walMarkEvery = old })
+}

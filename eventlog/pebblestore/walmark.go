@@ -54,8 +54,9 @@ const walLossHint = "acknowledged appends were lost; to open the log with what i
 // walMarkName is the side record's file in the log folder.
 const walMarkName = "FORKLINE-WAL"
 
-// walMarkEvery is how often at most the side record is rewritten.
-const walMarkEvery = 100 * time.Millisecond
+// walMarkEvery is how often at most the side record is rewritten (a
+// variable for tests only).
+var walMarkEvery = 100 * time.Millisecond
 
 const (
 	walMarkSlot  = 32

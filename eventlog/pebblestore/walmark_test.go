@@ -175,14 +175,19 @@ func TestWALMarkAfterFlush(t *testing.T) {
 // first, so a crash after that opens without an error and reads back
 // everything.
 func TestWALMarkRetired(t *testing.T) {
+	// The record is written once, then not again for a minute: only the
+	// retirement of its log may change it.
+	pebblestore.SetWALMarkEvery(t, time.Minute)
 	dir := filepath.Join(t.TempDir(), "log")
 	s := openDir(t, dir)
 	a := create(t, s, "alpha")
 	appendAll(t, s, a, dispatch(1))
-	time.Sleep(pebblestore.WALMarkEvery + 10*time.Millisecond)
 	appendAll(t, s, a, dispatch(2))
-	name := newest(t, readFolder(t, dir), hasSuffix(".log"))
-	waitMark(t, dir, name)
+	log, off, ok, err := pebblestore.WALMark(dir)
+	name := fmt.Sprintf("%06d.log", log)
+	if _, serr := os.Stat(filepath.Join(dir, name)); err != nil || !ok || off == 0 || serr != nil {
+		t.Fatalf("side record = log %d, offset %d, %v, %v (%v); want a log of the folder", log, off, ok, err, serr)
+	}
 	wal := filepath.Join(dir, name)
 	deadline := time.Now().Add(10 * time.Second)
 	for i := uint64(3); ; i++ {
