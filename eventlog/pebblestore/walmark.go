@@ -160,7 +160,8 @@ func walReplayEnd(data []byte, num uint64) int64 {
 // walMarkEvery, wakes a goroutine that writes and fsyncs the record: the
 // write-ahead log never waits for the side file's fsync.
 type walMark struct {
-	dir string
+	dir   string
+	every time.Duration // walMarkEvery when the store opened
 
 	// wmu serializes the record's writes and guards what is on disk.
 	wmu sync.Mutex
@@ -182,7 +183,7 @@ type walMark struct {
 // newWALMark loads dir's record and starts its writer; reset starts a new
 // record (AcceptWALLoss).
 func newWALMark(dir string, reset bool) (*walMark, error) {
-	m := &walMark{dir: dir, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	m := &walMark{dir: dir, every: walMarkEvery, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	n, p, ok, err := readWALMark(dir)
 	if err != nil {
 		return nil, err
@@ -231,7 +232,7 @@ func (m *walMark) loop() {
 			return
 		}
 		m.write()
-		t := time.NewTimer(walMarkEvery)
+		t := time.NewTimer(m.every)
 		select {
 		case <-t.C:
 		case <-m.done:
