@@ -11,7 +11,8 @@
 // # Wrappers and capabilities
 //
 // Besides Log, a store may implement optional interfaces: [Leaser] and
-// [Claimer] (ownership and fencing), [Inbox] (requests such as a cancel),
+// [Claimer] (ownership and fencing), [Inbox] (requests such as a cancel)
+// and [Decider] (an approval decided atomically),
 // [Deleter], [UsageReporter], [Notifier] (other processes' writes
 // announced, for a store many processes share). A Log that wraps another — for metrics,
 // tracing, a test recorder — keeps them by exposing the log it wraps with

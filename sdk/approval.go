@@ -152,7 +152,10 @@ func ApprovalNote(ctx context.Context) string {
 // with no live owner this call records it, and Serve runs the execution
 // again. A step that awaits no decision — never asked, decided already,
 // or of an ended execution — is an error wrapping ErrNoPendingApproval,
-// and nothing is written; an unknown execution is ErrNotFound; a bad
+// and nothing is written; of decisions of one step made at once (an
+// Approve racing a Reject, from any process), exactly one is stored — on
+// a store that implements eventlog.Decider, as both of forkline's do —
+// and the others get ErrNoPendingApproval; an unknown execution is ErrNotFound; a bad
 // option is ErrInvalid.
 func (k *Kernel) Approve(ctx context.Context, id eventlog.ID, stepID string, opts ...DecisionOption) error {
 	o, err := k.decisionOpts(opts)
@@ -211,17 +214,10 @@ func (k *Kernel) decideApproval(ctx context.Context, id eventlog.ID, p eventlog.
 	case a.Decision != "":
 		return fmt.Errorf("sdk: %s step %s of %s: it was %s at seq %d already: %w", verb, stepID, id, a.Decision, a.DecidedAt, ErrNoPendingApproval)
 	}
-	reqs, err := inbox.Requests(ctx, id)
-	if err != nil {
-		return err
-	}
-	for _, r := range reqs {
-		if decisionStep(r.Data) == stepID {
-			return fmt.Errorf("sdk: %s step %s of %s: a decision (%s) awaits its owner already: %w",
-				verb, stepID, id, r.Data.Kind(), ErrNoPendingApproval)
+	if err := k.requestDecision(ctx, inbox, id, p); err != nil {
+		if errors.Is(err, eventlog.ErrNotAwaited) {
+			return fmt.Errorf("sdk: %s step %s of %s: %w: %w", verb, stepID, id, ErrNoPendingApproval, err)
 		}
-	}
-	if _, err := inbox.Request(ctx, id, p, k.now()); err != nil {
 		return fmt.Errorf("sdk: %s step %s of %s: %w", verb, stepID, id, err)
 	}
 	if err := k.settle(ctx, id); err != nil {
@@ -229,6 +225,32 @@ func (k *Kernel) decideApproval(ctx context.Context, id eventlog.ID, p eventlog.
 	}
 	k.notify()
 	return nil
+}
+
+// requestDecision writes decision p into id's inbox. A store that decides
+// atomically (eventlog.Decider: both of forkline's) checks in the same
+// write that the step still awaits a decision, so of an Approve racing a
+// Reject exactly one is stored and the other is refused (ErrNotAwaited).
+// On an Inbox without Decide the check of the pending requests and the
+// write are two steps, and such a race may store both.
+func (k *Kernel) requestDecision(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID, p eventlog.Payload) error {
+	var d eventlog.Decider
+	if eventlog.As(k.log, &d) {
+		_, err := d.Decide(ctx, id, p, k.now())
+		return err
+	}
+	stepID := decisionStep(p)
+	reqs, err := inbox.Requests(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if decisionStep(r.Data) == stepID {
+			return fmt.Errorf("a decision (%s) awaits its owner already: %w", r.Data.Kind(), eventlog.ErrNotAwaited)
+		}
+	}
+	_, err = inbox.Request(ctx, id, p, k.now())
+	return err
 }
 
 // decisionStep returns the StepID an approval decision decides; "" for any

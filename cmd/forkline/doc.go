@@ -36,7 +36,11 @@
 // exactly what they print reading directly. While another process holds
 // the log and no server is advertised, they say the log is "in use" and
 // suggest forkline serve; the write commands name the serving process.
-// On Postgres (--db) every command reads the database directly. A damaged
+// On Postgres (--db) every command reads the database directly; the read
+// commands open it read-only (pgstore.ReadOnly): they run no DDL, so a
+// role with only USAGE on the schema and SELECT on its tables may run
+// them, and a database without the schema is "no forkline log here"
+// (exit 2); only the commands that write create or migrate it. A damaged
 // log is an error naming the damaged file (exit 1), and nothing is
 // rewritten. timeline --html writes FILE through a new file renamed over
 // it, so it refuses a FILE that exists and is not a regular file (a symlink

@@ -119,6 +119,10 @@ Flags (before or after the command):
   --json       one JSON document per command instead of tables
   --progress   progress line on stderr during long scans (default: only when
                stderr is a terminal)
+  --accept-wal-loss
+               open DIR/log although its write-ahead log was cut short or
+               deleted after a crash (an error says so): what it still
+               holds is kept, the lost appends are gone for good
 
 Ids are accepted by any unique prefix, with or without dashes.
 
@@ -143,6 +147,9 @@ type options struct {
 	blob     string // --blob or FORKLINE_BLOB: a shared checkpoint store (Postgres URL or directory)
 	json     bool
 	progress bool
+	// acceptWALLoss opens a Pebble log whose write-ahead log lost synced
+	// appends in a crash with what it holds (pebblestore.AcceptWALLoss).
+	acceptWALLoss bool
 }
 
 // commonFlags defines the flags of options on fs, with o's values as
@@ -153,6 +160,7 @@ func (o *options) commonFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.blob, "blob", o.blob, "shared checkpoint store: Postgres URL or directory")
 	fs.BoolVar(&o.json, "json", o.json, "JSON output")
 	fs.BoolVar(&o.progress, "progress", o.progress, "progress line on stderr")
+	fs.BoolVar(&o.acceptWALLoss, "accept-wal-loss", o.acceptWALLoss, "open a log whose write-ahead log lost synced appends")
 }
 
 // env is what a command runs with.

@@ -48,16 +48,24 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-// openDB opens the Postgres log at url (--db), creating its tables if
-// needed. Postgres needs no read-only mode: every command reads directly,
-// while workers write (DESIGN §11).
-func openDB(ctx context.Context, url string) (logStore, error) {
+// openDB opens the Postgres log at url (--db). A writer creates or
+// migrates its tables when needed; a reader (readOnly: the inspection
+// commands) runs no DDL and reads beside the workers (DESIGN §11), so a
+// role with only USAGE on the schema and SELECT on its tables can run
+// them, and a database with no forkline schema is "no forkline log here".
+func openDB(ctx context.Context, url string, readOnly bool) (logStore, error) {
 	if !sdk.IsPostgresURL(url) {
 		return nil, inputErrorf("--db %q: want a postgres:// or postgresql:// URL", redactURL(url))
 	}
-	s, err := pgstore.Open(ctx, url)
+	var opts []pgstore.Option
+	if readOnly {
+		opts = append(opts, pgstore.ReadOnly())
+	}
+	s, err := pgstore.Open(ctx, url, opts...)
 	switch {
-	case errors.Is(err, eventlog.ErrInvalid), errors.Is(err, pgstore.ErrSchemaTooNew):
+	case errors.Is(err, pgstore.ErrNoSchema):
+		return nil, &inputError{fmt.Errorf("--db %s: no forkline log here (%w)", redactURL(url), err)}
+	case errors.Is(err, eventlog.ErrInvalid), errors.Is(err, pgstore.ErrSchemaTooNew), errors.Is(err, pgstore.ErrSchemaTooOld):
 		return nil, &inputError{fmt.Errorf("--db %s: %w", redactURL(url), err)}
 	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", redactURL(url), err)
@@ -76,7 +84,7 @@ func storeDir(dir string) string { return filepath.Join(dir, "dirfs") }
 // read-only open (the inspection commands) writes no file of the log.
 func openExisting(e *env, readOnly bool) (logStore, error) {
 	if e.opts.db != "" {
-		return openDB(e.ctx, e.opts.db)
+		return openDB(e.ctx, e.opts.db, readOnly)
 	}
 	dir := e.opts.dir
 	ld := logDir(dir)
@@ -102,22 +110,31 @@ func openExisting(e *env, readOnly bool) (logStore, error) {
 		return nil, inputErrorf("%s: not a forkline log (%s is empty)", dir, ld)
 	}
 	if readOnly {
-		return open(dir, pebblestore.ReadOnly())
+		return open(dir, walOpts(e, pebblestore.ReadOnly())...)
 	}
-	return open(dir)
+	return open(dir, walOpts(e)...)
+}
+
+// walOpts adds pebblestore.AcceptWALLoss to opts when --accept-wal-loss
+// was given.
+func walOpts(e *env, opts ...pebblestore.Option) []pebblestore.Option {
+	if e.opts.acceptWALLoss {
+		opts = append(opts, pebblestore.AcceptWALLoss())
+	}
+	return opts
 }
 
 // openLog opens (creating it if needed) the log of the data folder, with
 // one-line errors for the cases a user can fix.
 func openLog(e *env) (logStore, error) {
 	if e.opts.db != "" {
-		return openDB(e.ctx, e.opts.db)
+		return openDB(e.ctx, e.opts.db, false)
 	}
 	dir := e.opts.dir
 	if fi, err := os.Stat(logDir(dir)); err == nil && !fi.IsDir() {
 		return nil, inputErrorf("%s: not a forkline log (%s is not a folder)", dir, logDir(dir))
 	}
-	return open(dir)
+	return open(dir, walOpts(e)...)
 }
 
 // open opens the log of the data folder with opts, classifying its errors.

@@ -23,6 +23,10 @@ func TestInbox(t *testing.T) {
 	storetest.TestInbox(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }
 
+func TestDecider(t *testing.T) {
+	storetest.TestDecider(t, func(t *testing.T) storetest.DecideStore { return openMem(t) })
+}
+
 func TestRetryKeeper(t *testing.T) {
 	storetest.TestRetryKeeper(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }

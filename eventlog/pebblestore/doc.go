@@ -21,9 +21,16 @@
 //     Pebble only looks for such proof from the next 32 KiB block on. Open
 //     does the same check over the whole rest of every log Pebble replays
 //     (walcheck.go): damage that a later record proves synced is corruption.
-//     Damage to the last synced record, or a log cut inside its synced part,
-//     stays indistinguishable from a torn write: a synced high-water mark
-//     outside the log would cost a second fsync per append.
+//     A log cut short or deleted is seen through a side record,
+//     FORKLINE-WAL (walmark.go): the newest (log number, offset) the log was
+//     synced to, written and fsynced by a goroutine the sync path wakes, at
+//     most every 100 ms (a position is recorded at most 100 ms plus one
+//     write of the file after its sync). Open fails with an error wrapping eventlog.ErrCorrupt
+//     when the log it names is missing or its records end before that
+//     offset; AcceptWALLoss (forkline --accept-wal-loss) opens with what is
+//     left. Appends acknowledged in the last 100 ms (plus one write of the
+//     side file) before a crash are past the record, and their loss stays
+//     indistinguishable from a torn write.
 //   - Clean shutdown. Close flushes, so that a reopen needs nothing from the
 //     write-ahead logs, then writes FORKLINE-CLOSED, the list of live tables
 //     and their sizes. Open compares the MANIFEST with it: damage to the
@@ -92,7 +99,10 @@
 // numbers of an execution's pending requests stay in memory once read, so
 // an owner can poll Requests (say every 50 ms) at no IO cost while none is
 // pending. A fork has its own, empty inbox. Requests of an execution that
-// has ended stay readable; nobody takes them.
+// has ended stay readable; nobody takes them. Decide ([eventlog.Decider])
+// is Request with the check that the step awaits a decision (the state
+// record's status and the pending requests) made under that same lock, so
+// of concurrent decisions of one step exactly one is stored.
 //
 // # Leases, epochs and the folder's identity
 //

@@ -1,6 +1,8 @@
 package pebblestore
 
 import (
+	"time"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/forkline/forkline/eventlog"
 )
@@ -63,4 +65,22 @@ func SyncProves(data []byte, name string, off int64) bool {
 	}
 	_, _, found := syncedPast(data, uint32(num), off)
 	return found
+}
+
+// WALMark reads the side record of dir's write-ahead log: the log number
+// and the offset it was synced to.
+func WALMark(dir string) (log, off uint64, ok bool, err error) {
+	_, p, ok, err := readWALMark(dir)
+	return p.log, p.off, ok, err
+}
+
+// WALMarkEvery is how often at most the side record is rewritten.
+var WALMarkEvery = walMarkEvery
+
+// SetWALMarkEvery sets how often at most the side record of the stores
+// opened from now on is rewritten, until the test ends.
+func SetWALMarkEvery(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := walMarkEvery
+	walMarkEvery = d
+	t.Cleanup(func() { walMarkEvery = old })
 }

@@ -96,6 +96,36 @@ func (s *Store) withInbox(ctx context.Context, id eventlog.ID, f func(*execution
 // request for an execution of any status: whether a request still makes
 // sense is the requester's question.
 func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time) (uint64, error) {
+	return s.request(ctx, id, p, at, nil)
+}
+
+var _ eventlog.Decider = (*Store)(nil)
+
+// Decide implements eventlog.Decider: Request, with the check that p's
+// step awaits a decision made under the execution's lock, the lock every
+// append, Take and Request of the execution takes, so of two concurrent
+// decisions of one step exactly one lands.
+func (s *Store) Decide(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time) (uint64, error) {
+	if err := eventlog.CheckDecision(id, p); err != nil {
+		return 0, err
+	}
+	stepID := eventlog.DecisionStep(p)
+	return s.request(ctx, id, p, at, func(e *execution) error {
+		reqs := make([]eventlog.Request, 0, len(e.mu.inbox.pending))
+		for _, n := range e.mu.inbox.pending {
+			r, err := s.readRequest(id, n)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		return eventlog.Awaits(id, stepID, e.mu.status, reqs)
+	})
+}
+
+// request stores p in id's inbox; check, when not nil, runs first under
+// the execution's lock and an error from it writes nothing.
+func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time, check func(*execution) error) (uint64, error) {
 	if p == nil {
 		return 0, fmt.Errorf("%w: request to %s with no payload", eventlog.ErrInvalid, id)
 	}
@@ -111,6 +141,11 @@ func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 	}
 	var n uint64
 	err = s.withInbox(ctx, id, func(e *execution) error {
+		if check != nil {
+			if err := check(e); err != nil {
+				return err
+			}
+		}
 		next := e.mu.inbox.last + 1
 		if err := s.db.Set(requestKey(id, next), rec, s.write); err != nil {
 			e.mu.loaded = false // whether it landed is unknown: read the inbox again

@@ -48,7 +48,8 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		opt(&o)
 	}
 	f := &faults{}
-	s := &Store{dir: dir, write: pebble.Sync, readOnly: o.readOnly, faults: f, release: func() {}, chunkAbove: DefaultChunkAbove}
+	s := &Store{dir: dir, write: pebble.Sync, readOnly: o.readOnly, faults: f, release: func() {}, chunkAbove: DefaultChunkAbove,
+		acceptWALLoss: o.acceptWALLoss}
 	if o.chunkSet {
 		s.chunkAbove = o.chunkAbove
 	}
@@ -89,7 +90,6 @@ func Open(dir string, opts ...Option) (*Store, error) {
 			popts.FormatMajorVersion = pebble.FormatDefault // never upgraded: that writes
 			popts.FS = readOnlyFS{FS: vfs.Default, wals: wals}
 		} else {
-			popts.FS = vfs.Default
 			popts.ErrorIfNotExists = existing
 			s.space = diskSpace{fs: vfs.Default, dir: dir, reserve: uint64(o.reserve), ballast: uint64(o.ballast)}
 			f.noSpace = s.space.dropBallast
@@ -111,6 +111,15 @@ func Open(dir string, opts ...Option) (*Store, error) {
 				s.release()
 				return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 			}
+			mark, err := newWALMark(dir, o.acceptWALLoss)
+			if err != nil {
+				s.release()
+				return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+			}
+			s.mark = mark
+			rel := s.release
+			s.release = func() { mark.close(); rel() }
+			popts.FS = walMarkFS{FS: vfs.Default, m: mark}
 		}
 	}
 	var db *pebble.DB
@@ -127,6 +136,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		err := checkTables(db, dir)
 		if err == nil {
 			err = wals.check()
+		}
+		if err == nil && !o.acceptWALLoss {
+			err = checkWALMark(dir)
 		}
 		if err != nil {
 			_ = s.guard(db.Close)
@@ -219,6 +231,9 @@ func (s *Store) verifyFolder() error {
 	err = checkTables(db, s.dir)
 	if err == nil {
 		err = wals.check()
+	}
+	if err == nil && !s.acceptWALLoss {
+		err = checkWALMark(s.dir)
 	}
 	if err == nil {
 		// Before Pebble writes anything: a foreign database, a log that
@@ -451,6 +466,12 @@ func (s *Store) Close() error {
 	}
 	if ferr != nil {
 		return fmt.Errorf("pebblestore: close: flush: %w", ferr)
+	}
+	if s.mark != nil {
+		// Everything is in tables: no write-ahead log is needed any more.
+		if err := s.mark.clear(); err != nil {
+			return fmt.Errorf("pebblestore: close: write %s: %w", walMarkName, err)
+		}
 	}
 	if !s.readOnly && s.dir != "" {
 		if err := writeClosed(s.dir); err != nil {

@@ -43,6 +43,8 @@ type options struct {
 	ballast    int64
 	chunkAbove int
 	chunkSet   bool
+	// acceptWALLoss skips the check of the side record (AcceptWALLoss).
+	acceptWALLoss bool
 }
 
 // WithoutSync makes appends return before the write-ahead log reaches the
@@ -60,6 +62,11 @@ type Store struct {
 	faults   *faults
 	space    diskSpace
 	release  func() // releases the folder's claim in this process
+	// mark keeps the write-ahead log's synced position (walmark.go); nil
+	// for a read-only or in-memory store.
+	mark *walMark
+	// acceptWALLoss is AcceptWALLoss.
+	acceptWALLoss bool
 
 	// life guards the DB against Close: every operation is counted in
 	// active while it runs; once closing is set, new operations fail with

@@ -12,6 +12,10 @@ func TestConformance(t *testing.T) {
 	storetest.TestStore(t, func(t *testing.T) storetest.Store { return openStore(t, pgstore.WithoutSync()) })
 }
 
+func TestDecider(t *testing.T) {
+	storetest.TestDecider(t, func(t *testing.T) storetest.DecideStore { return openStore(t, pgstore.WithoutSync()) })
+}
+
 func TestLineage(t *testing.T) {
 	// Every case makes a few hundred queries: 25 cases, unless
 	// -rapid.checks asks for another number.

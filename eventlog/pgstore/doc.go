@@ -9,7 +9,11 @@
 // Open creates the store's tables in their own schema (DefaultSchema
 // "forkline", or WithSchema) and migrates them, versioned by the
 // schema_version table; a schema newer than this build is refused
-// (ErrSchemaTooNew). The tables are:
+// (ErrSchemaTooNew). Open with ReadOnly runs no DDL: it opens an existing
+// schema at SchemaVersion (ErrNoSchema when there is none, ErrSchemaTooOld
+// before a writer migrated it), needs only USAGE on the schema and SELECT
+// on its tables, and its sessions are read-only, so its writes wrap
+// ErrReadOnly. The tables are:
 //
 //   - executions: one row per execution — its header (agent, parent and
 //     fork point, caller, creation time, idempotency key), its status
@@ -24,7 +28,10 @@
 //     headers; no event is ever copied.
 //   - resource_states: the checkpoint index, one row per resource per event
 //     that changed it, written in the transaction of the event.
-//   - requests: the inbox (DESIGN §8½), requests not yet taken.
+//   - requests: the inbox (DESIGN §8½), requests not yet taken. Decide
+//     (eventlog.Decider) checks and writes an approval decision in one
+//     transaction under the execution row's lock, so of concurrent
+//     decisions of one step exactly one is stored.
 //
 // # Transactions
 //

@@ -22,6 +22,37 @@ import (
 // when it returns. The store takes a request for an execution of any
 // status: whether it still makes sense is the requester's question.
 func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time) (uint64, error) {
+	return s.request(ctx, id, p, at, nil)
+}
+
+var _ eventlog.Decider = (*Store)(nil)
+
+// Decide implements eventlog.Decider: Request, whose transaction first
+// locks the execution's row (FOR UPDATE, the row every append, Take and
+// Request of the execution updates) and checks, on the row's status and
+// the inbox as they are under that lock, that p's step awaits a decision;
+// of two concurrent decisions of one step exactly one commits.
+func (s *Store) Decide(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time) (uint64, error) {
+	if err := eventlog.CheckDecision(id, p); err != nil {
+		return 0, err
+	}
+	stepID := eventlog.DecisionStep(p)
+	return s.request(ctx, id, p, at, func(tx pgx.Tx) error {
+		r, _, err := s.readRow(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		reqs, err := s.readRequests(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		return eventlog.Awaits(id, stepID, r.status, reqs)
+	})
+}
+
+// request stores p in id's inbox; check, when not nil, runs first in the
+// transaction and an error from it rolls it back.
+func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time, check func(pgx.Tx) error) (uint64, error) {
 	if p == nil {
 		return 0, fmt.Errorf("%w: request to %s with no payload", eventlog.ErrInvalid, id)
 	}
@@ -41,6 +72,11 @@ func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 	defer s.leave()
 	var n int64
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if check != nil {
+			if err := check(tx); err != nil {
+				return err
+			}
+		}
 		err := tx.QueryRow(ctx, `UPDATE `+s.q.executions+` SET inbox_last = inbox_last + 1 WHERE id = $1 AND deleted_kept IS NULL RETURNING inbox_last`, id[:]).Scan(&n)
 		if err == pgx.ErrNoRows {
 			return fmt.Errorf("%w: execution %s", eventlog.ErrNotFound, id)
@@ -69,7 +105,12 @@ func (s *Store) Requests(ctx context.Context, id eventlog.ID) ([]eventlog.Reques
 	if _, _, err := s.readRow(ctx, s.pool, id, false); err != nil {
 		return nil, err // unknown or deleted
 	}
-	rows, err := s.pool.Query(ctx, `SELECT n, record FROM `+s.q.requests+` WHERE execution = $1 ORDER BY n`, id[:])
+	return s.readRequests(ctx, s.pool, id)
+}
+
+// readRequests reads and decodes id's pending requests through q.
+func (s *Store) readRequests(ctx context.Context, q querier, id eventlog.ID) ([]eventlog.Request, error) {
+	rows, err := q.Query(ctx, `SELECT n, record FROM `+s.q.requests+` WHERE execution = $1 ORDER BY n`, id[:])
 	if err != nil {
 		return nil, s.wrap(err, "execution %s: read inbox", id)
 	}

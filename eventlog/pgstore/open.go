@@ -51,7 +51,30 @@ type options struct {
 	schema      string
 	noSync      bool
 	notifyEvery bool
+	readOnly    bool
 }
+
+// ErrNoSchema is returned by Open with ReadOnly when the database holds no
+// forkline schema of that name: there is no forkline log to read.
+var ErrNoSchema = errors.New("pgstore: no forkline log in the database")
+
+// ErrSchemaTooOld is returned by Open with ReadOnly when the schema is at
+// a version below SchemaVersion: a writer (an Open without ReadOnly)
+// migrates it, a reader never does.
+var ErrSchemaTooOld = errors.New("pgstore: schema is older than this build")
+
+// ErrReadOnly is wrapped by the error of every write of a store opened
+// with ReadOnly: the server refused it, and nothing was written.
+var ErrReadOnly = errors.New("pgstore: log opened read-only")
+
+// ReadOnly opens an existing store for reading only, as the inspection
+// commands do: Open runs no DDL — it neither creates nor migrates the
+// schema, so a role with only USAGE on the schema and SELECT on its tables
+// may open it — and fails with ErrNoSchema when the schema does not exist
+// and ErrSchemaTooOld when it is not at SchemaVersion yet. Its sessions
+// are read-only (default_transaction_read_only), so every write is refused
+// by the server and wraps ErrReadOnly.
+func ReadOnly() Option { return func(o *options) error { o.readOnly = true; return nil } }
 
 // WithoutSync makes every commit of the store asynchronous (the session
 // setting synchronous_commit = off): a crash of the server may then lose
@@ -165,6 +188,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if o.noSync {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
+	if o.readOnly {
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
 	if _, set := cfg.ConnConfig.RuntimeParams[idleParam]; !set {
 		cfg.ConnConfig.RuntimeParams[idleParam] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
 	}
@@ -174,7 +200,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{pool: pool, schema: o.schema, q: newQueries(o.schema), notifyEvery: o.notifyEvery}
 	s.index.m = make(map[eventlog.ID]*cachedIndex)
-	if err := s.migrate(ctx); err != nil {
+	check := s.migrate
+	if o.readOnly {
+		check = s.checkSchema
+	}
+	if err := check(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -335,6 +365,33 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 		return fmt.Errorf("pgstore: create or migrate schema %s: %w", s.schema, err)
+	}
+	return nil
+}
+
+// checkSchema checks, without DDL, that the store's schema exists and is
+// at SchemaVersion (ReadOnly).
+func (s *Store) checkSchema(ctx context.Context) error {
+	var found bool
+	err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.q.schema+".schema_version").Scan(&found)
+	if err != nil {
+		return fmt.Errorf("pgstore: read schema %s: %w", s.schema, err)
+	}
+	if !found {
+		return fmt.Errorf("%w: schema %s has no forkline tables (a writer creates them)", ErrNoSchema, s.schema)
+	}
+	var version int
+	err = s.pool.QueryRow(ctx, `SELECT version FROM `+s.q.schema+`.schema_version`).Scan(&version)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: schema %s has no version yet (a writer is creating it)", ErrNoSchema, s.schema)
+	case err != nil:
+		return fmt.Errorf("pgstore: read the version of schema %s: %w", s.schema, err)
+	case version > SchemaVersion:
+		return fmt.Errorf("%w: schema %s is at version %d, this build knows %d", ErrSchemaTooNew, s.schema, version, SchemaVersion)
+	case version < SchemaVersion:
+		return fmt.Errorf("%w: schema %s is at version %d, this build reads %d: open it once for writing (forkline run or serve) to migrate it",
+			ErrSchemaTooOld, s.schema, version, SchemaVersion)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // queries holds the schema-qualified table names.
@@ -162,6 +163,9 @@ func (s *Store) wrap(err error, format string, args ...any) error {
 		errors.Is(err, eventlog.ErrLeaseLost), errors.Is(err, eventlog.ErrLeaseHeld), errors.Is(err, eventlog.ErrClosed):
 		return err
 	}
+	if isReadOnlyRefusal(err) {
+		return fmt.Errorf("pgstore: %s: %w: %w", fmt.Sprintf(format, args...), ErrReadOnly, err)
+	}
 	return fmt.Errorf("pgstore: %s: %w", fmt.Sprintf(format, args...), err)
 }
 
@@ -271,4 +275,11 @@ func approvals(a []string) []string {
 		return []string{}
 	}
 	return a
+}
+
+// isReadOnlyRefusal reports whether err is the server refusing a write in
+// a read-only transaction (SQLSTATE 25006, ReadOnly).
+func isReadOnlyRefusal(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	neturl "net/url"
 	"os"
 	"strings"
 	"sync"
@@ -90,4 +91,55 @@ func SchemaURL(t testing.TB) string {
 		sep = "&"
 	}
 	return url + sep + "forkline_schema=" + schema
+}
+
+// ReadOnlyRole creates a login role that may only read schema: USAGE on
+// it and SELECT on the tables it holds now, nothing else (it may not
+// create, alter or write anything). It returns url with the role as its
+// user; the server must let the role in without a password (trust auth,
+// as the test server does). The role is dropped at cleanup, its grants
+// first.
+func ReadOnlyRole(t testing.TB, url, schema string) string {
+	t.Helper()
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	role := "forkline_reader_" + hex.EncodeToString(r[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("create role %s: %v", role, err)
+	}
+	defer conn.Close(ctx)
+	ri, sc := pgx.Identifier{role}.Sanitize(), pgx.Identifier{schema}.Sanitize()
+	for _, stmt := range []string{
+		`CREATE ROLE ` + ri + ` LOGIN`,
+		`GRANT USAGE ON SCHEMA ` + sc + ` TO ` + ri,
+		`GRANT SELECT ON ALL TABLES IN SCHEMA ` + sc + ` TO ` + ri,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+			return
+		}
+		defer conn.Close(ctx)
+		for _, stmt := range []string{`DROP OWNED BY ` + ri, `DROP ROLE ` + ri} {
+			if _, err := conn.Exec(ctx, stmt); err != nil {
+				t.Errorf("%s: %v", stmt, err)
+			}
+		}
+	})
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatalf("test server URL %q: %v", url, err)
+	}
+	u.User = neturl.User(role)
+	return u.String()
 }
