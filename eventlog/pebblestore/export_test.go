@@ -64,3 +64,6 @@ func SyncProves(data []byte, name string, off int64) bool {
 	_, _, found := syncedPast(data, uint32(num), off)
 	return found
 }
+
+// LimitKey exposes limitKey.
+func LimitKey(key string) []byte { return limitKey(key) }

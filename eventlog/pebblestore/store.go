@@ -90,6 +90,12 @@ type Store struct {
 		sync.Mutex
 		set map[chunkHash]struct{}
 	}
+	// limits caches the limiter's windows (limiter.go); its lock orders
+	// every Take.
+	limits struct {
+		sync.Mutex
+		m map[string][]time.Time
+	}
 }
 
 var (

@@ -25,6 +25,10 @@
 //   - resource_states: the checkpoint index, one row per resource per event
 //     that changed it, written in the transaction of the event.
 //   - requests: the inbox (DESIGN §8½), requests not yet taken.
+//   - limits: eventlog.Limiter's windows (schema version 5), one row per
+//     key with the times (timestamptz[]) of the calls it admitted still in
+//     the window; each Take is one INSERT … ON CONFLICT DO UPDATE
+//     statement (limiter.go).
 //
 // # Transactions
 //
