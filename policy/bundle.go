@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -90,6 +91,9 @@ type bundleRule struct {
 	kind       string
 	targets    []string // any matches; empty: any target
 	agents     []string // any matches; empty: any agent
+	kindG      glob
+	targetsG   []glob
+	agentsG    []glob
 	inFork     tri
 	atMostOnce tri
 	args       []argPredicate
@@ -130,6 +134,7 @@ type argPredicate struct {
 type scalar struct {
 	kind byte // 's' string, 'n' number, 'b' bool, 'z' null
 	s    string
+	sb   []byte // s, for bytes.Contains
 	n    float64
 	b    bool
 }
@@ -179,7 +184,7 @@ func (r *bundleRule) matches(c *Call) bool {
 	if !r.inFork.matches(c.InFork) || !r.atMostOnce.matches(c.Idempotency == string(eventlog.AtMostOnce)) {
 		return false
 	}
-	if !globMatch(r.kind, c.Kind) || !anyGlob(r.targets, c.Target) || !anyGlob(r.agents, c.Agent) {
+	if !r.kindG.match(c.Kind) || !anyGlob(r.targetsG, c.Target) || !anyGlob(r.agentsG, c.Agent) {
 		return false
 	}
 	for i := range r.args {
@@ -190,18 +195,55 @@ func (r *bundleRule) matches(c *Call) bool {
 	return true
 }
 
-// anyGlob reports whether name matches one of patterns; no patterns match
-// any name.
-func anyGlob(patterns []string, name string) bool {
-	if len(patterns) == 0 {
+// anyGlob reports whether name matches one of globs; no globs match any
+// name.
+func anyGlob(globs []glob, name string) bool {
+	if len(globs) == 0 {
 		return true
 	}
-	for _, p := range patterns {
-		if globMatch(p, name) {
+	for i := range globs {
+		if globs[i].match(name) {
 			return true
 		}
 	}
 	return false
+}
+
+// glob is a pattern compiled for globMatch's rules: "" and "*" match any
+// name, a pattern without metacharacters only itself, "prefix*" (no other
+// metacharacter) a name with that prefix and no slash after it; others go
+// to path.Match.
+type glob struct {
+	op byte // 'a' any, 'l' literal, 'p' prefix, 'm' path.Match
+	s  string
+}
+
+// compileGlob compiles a well-formed pattern.
+func compileGlob(pattern string) glob {
+	const meta = `*?[\`
+	switch {
+	case pattern == "" || pattern == "*":
+		return glob{op: 'a'}
+	case !strings.ContainsAny(pattern, meta):
+		return glob{op: 'l', s: pattern}
+	case strings.IndexAny(pattern, meta) == len(pattern)-1 && pattern[len(pattern)-1] == '*':
+		return glob{op: 'p', s: pattern[:len(pattern)-1]}
+	}
+	return glob{op: 'm', s: pattern}
+}
+
+// match reports whether name matches g, as globMatch(pattern, name) does.
+func (g *glob) match(name string) bool {
+	switch g.op {
+	case 'a':
+		return true
+	case 'l':
+		return name == g.s
+	case 'p':
+		return strings.HasPrefix(name, g.s) && strings.IndexByte(name[len(g.s):], '/') < 0
+	}
+	ok, err := path.Match(g.s, name)
+	return ok && err == nil
 }
 
 // matches reports whether the value at p's path in args meets every
@@ -234,9 +276,19 @@ func (p *argPredicate) matches(args []byte) bool {
 		if len(v) == 0 || v[0] != '"' {
 			return false
 		}
-		var buf [256]byte
-		s, ok := unquote(buf[:0], v)
-		if !ok || !p.regex.Match(s) {
+		end, esc, ok := stringEnd(v, 0)
+		if !ok || end != len(v) {
+			return false
+		}
+		s := v[1 : len(v)-1]
+		if esc {
+			// The regexp keeps what it reads: a string with escapes is
+			// decoded into a slice of its own.
+			if s, ok = unquote(nil, v); !ok {
+				return false
+			}
+		}
+		if !p.regex.Match(s) {
 			return false
 		}
 	}
@@ -280,7 +332,7 @@ func (x *scalar) containedIn(v []byte) bool {
 	case v[0] == '"' && x.kind == 's':
 		var buf [256]byte
 		s, ok := unquote(buf[:0], v)
-		return ok && strings.Contains(string(s), x.s)
+		return ok && bytes.Contains(s, x.sb)
 	case v[0] == '[':
 		return elements(v, x.equal)
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
 	"regexp"
@@ -262,7 +263,17 @@ func parseTop(n *yaml.Node) (*Bundle, error) {
 		ids[r.id], prios[r.priority] = r.line, r.line
 		b.rules = append(b.rules, r)
 	}
-	slices.SortFunc(b.rules, func(x, y bundleRule) int { return x.priority - y.priority })
+	slices.SortFunc(b.rules, func(x, y bundleRule) int { return cmp.Compare(x.priority, y.priority) })
+	for i := range b.rules {
+		r := &b.rules[i]
+		r.kindG = compileGlob(r.kind)
+		for _, p := range r.targets {
+			r.targetsG = append(r.targetsG, compileGlob(p))
+		}
+		for _, p := range r.agents {
+			r.agentsG = append(r.agentsG, compileGlob(p))
+		}
+	}
 	return b, nil
 }
 
@@ -468,7 +479,7 @@ func scalarOf(n *yaml.Node, field string) (scalar, error) {
 	}
 	switch n.ShortTag() {
 	case "!!str", "!!timestamp", "!!binary":
-		return scalar{kind: 's', s: n.Value}, nil
+		return scalar{kind: 's', s: n.Value, sb: []byte(n.Value)}, nil
 	case "!!int", "!!float":
 		var f float64
 		if err := n.Decode(&f); err != nil || !finite(f) {
