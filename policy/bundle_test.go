@@ -21,11 +21,15 @@ func mustBundle(t testing.TB, text string) *policy.Bundle {
 	return b
 }
 
-// exampleBundle is the bundle of the package documentation's example.
+// exampleBundle is a bundle of four rules, written out of priority order.
 const exampleBundle = `
 default: deny
 on_budget: approve
 rules:
+  - id: tools
+    priority: 30
+    when: {kind: tool}
+    then: {decision: allow}
   - id: model-calls
     priority: 10
     when:
@@ -51,10 +55,6 @@ rules:
     then:
       decision: approve
       approval: {approvers: [alice, bob], timeout: 1h, message: "deploy to production?"}
-  - id: tools
-    priority: 30
-    when: {kind: tool}
-    then: {decision: allow}
 `
 
 func TestBundleDecide(t *testing.T) {
@@ -83,7 +83,7 @@ func TestBundleDecide(t *testing.T) {
 		{"no args: predicates do not match",
 			policy.Call{Agent: "researcher", Kind: "llm"},
 			policy.Decision{Reason: "denied by the bundle's default"}},
-		{"lowest priority first: no-etc-in-forks (5) before tools (30), though written after model-calls",
+		{"lowest priority first: no-etc-in-forks (5) before tools (30), though written after it",
 			policy.Call{Kind: "tool", Target: "rm_rf", InFork: true, Args: []byte(`{"path":"/etc/passwd"}`)},
 			policy.Decision{Reason: "forks never touch /etc", RuleID: "no-etc-in-forks"}},
 		{"in_fork: true does not match outside a fork: the next rule",
