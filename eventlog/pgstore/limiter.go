@@ -16,19 +16,16 @@ var _ eventlog.Limiter = (*Store)(nil)
 // of a key is locked by the INSERT … ON CONFLICT DO UPDATE, which evaluates
 // its SET on the newest version of the row, so concurrent Takes of one key
 // (from any process) are serialized by the row, and each judges the
-// window by its own now(), the database's clock. It keeps the times still
-// in the window, appends now() when fewer than max remain, and records in
-// ok whether it did: RETURNING reads the row this statement wrote. When it
-// refused, retry is the time the oldest call that must leave the window
-// leaves it.
+// window by its own now(), the database's clock. One pass over the row's
+// times keeps those still in the window, appends now() when fewer than max
+// remain, and records in ok whether it did: RETURNING reads the row this
+// statement wrote. When it refused, retry is the time the oldest call that
+// must leave the window leaves it.
 const takeSQL = `INSERT INTO %[1]s AS l (key, takes, ok) VALUES ($1, ARRAY[now()], true)
-ON CONFLICT (key) DO UPDATE SET
-	takes = CASE
-		WHEN (SELECT count(*) FROM unnest(l.takes) t WHERE t > now() - $3::bigint * interval '1 microsecond') < $2
-		THEN ARRAY(SELECT t FROM unnest(l.takes) t WHERE t > now() - $3::bigint * interval '1 microsecond') || now()
-		ELSE ARRAY(SELECT t FROM unnest(l.takes) t WHERE t > now() - $3::bigint * interval '1 microsecond')
-	END,
-	ok = (SELECT count(*) FROM unnest(l.takes) t WHERE t > now() - $3::bigint * interval '1 microsecond') < $2
+ON CONFLICT (key) DO UPDATE SET (takes, ok) = (
+	SELECT CASE WHEN count(*) < $2 THEN coalesce(array_agg(t), '{}') || now() ELSE coalesce(array_agg(t), '{}') END,
+		count(*) < $2
+	FROM unnest(l.takes) t WHERE t > now() - $3::bigint * interval '1 microsecond')
 RETURNING ok, CASE WHEN ok THEN NULL ELSE
 	(SELECT t FROM unnest(l.takes) t ORDER BY t OFFSET greatest(cardinality(l.takes) - $2, 0) LIMIT 1)
 		+ $3::bigint * interval '1 microsecond' END`

@@ -18,9 +18,8 @@ func TestLimiter(t *testing.T) {
 	storetest.TestLimiter(t, func(t *testing.T) eventlog.Log { return openStore(t, pgstore.WithoutSync()) })
 }
 
-// BenchmarkTakeLimit compares one TakeLimit (a key of 100 calls a minute,
-// so past the first 100 each take reads and rewrites a full window) with
-// one raw INSERT of a row into a table of two columns, each one statement
+// BenchmarkTakeLimit compares one TakeLimit (admitted, or refused on a
+// full window) with one raw INSERT of a row into a table of two columns, each one statement
 // on one connection, with commits synchronous (synced) or not (unsynced).
 // The ratio is the limiter's cost over the cheapest write a store makes.
 func BenchmarkTakeLimit(b *testing.B) {
@@ -32,14 +31,23 @@ func BenchmarkTakeLimit(b *testing.B) {
 		{"synced", nil, "on"},
 		{"unsynced", []pgstore.Option{pgstore.WithoutSync()}, "off"},
 	} {
-		b.Run("take/"+mode.name, func(b *testing.B) {
-			s := openStore(b, mode.opts...)
-			for b.Loop() {
-				if _, _, err := s.TakeLimit(b.Context(), "bench", 100, time.Minute); err != nil {
-					b.Fatal(err)
+		// admitted: a window of 5 ms, so nearly every take is admitted and
+		// keeps a few times; full: 100 a minute, so past the first 100
+		// every take is refused after reading a full window.
+		for _, tc := range []struct {
+			name   string
+			max    int
+			window time.Duration
+		}{{"admitted", 1000, 5 * time.Millisecond}, {"full", 100, time.Minute}} {
+			b.Run("take-"+tc.name+"/"+mode.name, func(b *testing.B) {
+				s := openStore(b, mode.opts...)
+				for b.Loop() {
+					if _, _, err := s.TakeLimit(b.Context(), "bench", tc.max, tc.window); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 		b.Run("insert/"+mode.name, func(b *testing.B) {
 			s := openStore(b, mode.opts...)
 			conn, err := pgx.Connect(b.Context(), pgtest.URL(b))
