@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -48,50 +47,40 @@ func (s *Store) TakeLimit(ctx context.Context, key string, max int, window time.
 	defer s.leave()
 	s.limits.Lock()
 	defer s.limits.Unlock()
-	times, err := s.limitTimesLocked(key)
+	times, err := s.readLimit(key)
 	if err != nil {
 		return false, time.Time{}, err
 	}
-	now := time.Now()
-	kept, ok, retryAt := eventlog.SlideWindow(slices.Clone(times), now, max, window)
+	kept, ok, retryAt := eventlog.SlideWindow(times, time.Now(), max, window)
 	if !ok {
-		s.limits.m[key] = kept
 		return false, retryAt, nil
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(limitKey(key), encodeLimit(kept), nil)
 	if err := s.commit(b, s.write); err != nil {
-		delete(s.limits.m, key) // whether it landed is unknown: read it again
 		return false, time.Time{}, fmt.Errorf("pebblestore: limiter %q: %w", key, err)
 	}
-	s.limits.m[key] = kept
 	return true, time.Time{}, nil
 }
 
-// limitTimesLocked returns key's admitted times, from the cache or read
-// from the store. s.limits is held.
-func (s *Store) limitTimesLocked(key string) ([]time.Time, error) {
-	if s.limits.m == nil {
-		s.limits.m = make(map[string][]time.Time)
-	}
-	if times, ok := s.limits.m[key]; ok {
-		return times, nil
-	}
+// readLimit returns key's admitted times as its record holds them. The
+// record is read at every take, never cached: a process may take under
+// many keys (one per execution), and a read is a lookup in Pebble's
+// memtable or block cache.
+func (s *Store) readLimit(key string) ([]time.Time, error) {
 	v, closer, err := s.db.Get(limitKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
-		s.limits.m[key] = nil
 		return nil, nil
 	}
 	if err != nil {
 		return nil, s.readErr(eventlog.ID{}, "limiter record "+strconv.Quote(key), err)
 	}
+	defer closer.Close()
 	times, err := decodeLimit(v)
-	_ = closer.Close()
 	if err != nil {
 		return nil, &eventlog.CorruptionError{What: "limiter record " + strconv.Quote(key), Err: err}
 	}
-	s.limits.m[key] = times
 	return times, nil
 }
 

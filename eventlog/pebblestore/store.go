@@ -90,12 +90,8 @@ type Store struct {
 		sync.Mutex
 		set map[chunkHash]struct{}
 	}
-	// limits caches the limiter's windows (limiter.go); its lock orders
-	// every Take.
-	limits struct {
-		sync.Mutex
-		m map[string][]time.Time
-	}
+	// limits orders every TakeLimit (limiter.go).
+	limits sync.Mutex
 }
 
 var (
