@@ -16,8 +16,10 @@ type Call struct {
 	Agent  string // the agent of the execution
 	Kind   string // "tool", "local", "llm" or "child"
 	Target string // the tool name, step name or LLM endpoint
-	Args   []byte // canonical encoding of the args
-	InFork bool   // runs live in a fork, past its fork point
+	// Args is the canonical encoding of the args: JSON (sdk's calls) that
+	// a Bundle's args predicates read; anything else matches none.
+	Args   []byte
+	InFork bool // runs live in a fork, past its fork point
 	// Idempotency is the call's: "safe_to_retry" or "at_most_once"
 	// (eventlog.SafeToRetry, eventlog.AtMostOnce).
 	Idempotency string
@@ -27,10 +29,26 @@ type Call struct {
 // Reason and never runs. A call whose decision asks for an Approval
 // (DESIGN §12) is recorded as approval.requested with Reason and waits for
 // a person's decision; Approval wins over Allow.
+//
+// A [Bundle]'s decision also says which rule made it (RuleID; empty for
+// the bundle's default and for other gates) and carries that rule's
+// settings for the kernel to apply: who may approve, when the request
+// expires and what it tells them, and the rate limit of the calls it
+// allows. These are shared with the bundle: read them, never change them.
 type Decision struct {
 	Allow    bool
 	Approval bool
 	Reason   string
+
+	// RuleID is the id of the bundle rule that decided.
+	RuleID string
+	// ApprovalSettings is the deciding rule's then.approval (who may
+	// decide, when the request expires, its message), nil when it has
+	// none.
+	ApprovalSettings *ApprovalSettings
+	// RateLimit is the deciding rule's then.rate_limit, nil when it has
+	// none.
+	RateLimit *RateLimit
 }
 
 // Gate decides whether a call may run. The SDK asks it before each live

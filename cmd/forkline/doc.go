@@ -90,6 +90,19 @@
 //	                            store in DIR/dirfs), with a note when a head is
 //	                            not covered; --html also writes the page
 //	                            (webui.WriteDiff)
+//	policy check FILE           validate a policy bundle (policy.ParseBundle,
+//	                            DESIGN §17) and print it back in canonical
+//	                            form; opens no log
+//	policy test FILE --call KIND:TARGET [--args JSON] [--agent A] [--in-fork]
+//	                            [--at-most-once]
+//	                            what the bundle decides about that call
+//	                            (safe_to_retry unless --at-most-once): the
+//	                            decision, the rule id (none for the
+//	                            default), the reason, and the rule's rate
+//	                            limit and approval settings; --json prints
+//	                            {"decision", "rule_id", "reason",
+//	                            "rate_limit", "approval"}. A bundle it
+//	                            refuses, a bad --call or --args: exit 2
 //
 // Ids are accepted by any unique prefix, with or without dashes. fork only
 // creates the fork: running an execution needs its agent's code, which this

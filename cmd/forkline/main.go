@@ -93,6 +93,13 @@ Commands:
                             was damaged: re-verify DIR/log without it (tables,
                             write-ahead logs, every event's checksum), then
                             write a new one; the old one is kept aside
+  policy check FILE         validate a policy bundle (YAML, DESIGN §17) and
+                            print it back in canonical form
+  policy test FILE --call KIND:TARGET [--args JSON] [--agent A] [--in-fork]
+                            [--at-most-once]
+                            what the bundle decides about that call: the
+                            decision, the rule, its reason, rate limit and
+                            approval settings
   serve [--addr HOST:PORT]  serve the web page of the executions (default
                             127.0.0.1:7070): list, fork tree, live timelines,
                             coverage, forking; until interrupted. Meanwhile
@@ -194,6 +201,7 @@ func commands() []*command {
 	var gcDry bool
 	var gcGrace time.Duration
 	var edit forkEdit
+	var pt policyTest
 	return []*command{
 		{name: "demo", short: "run the coder agent, fork it three times, compare, diff",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&demoTask, "task", defaultTask, "the coder agent's task") },
@@ -290,6 +298,16 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdDiff(e, pos[0], pos[1], diffHTML) }},
 		{name: "reclose", short: "re-verify a log whose clean-close record (FORKLINE-CLOSED) fails its check, and rewrite the record",
 			run: func(e *env, _ []string) error { return cmdReclose(e) }},
+		{name: "policy", args: "check FILE | test FILE --call KIND:TARGET [--args JSON] [--agent A] [--in-fork] [--at-most-once]",
+			short: "validate a policy bundle and print it back, or say what it decides about a call", minPos: 2, maxPos: 2,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&pt.call, "call", "", "test: the call's KIND:TARGET (kind tool, local, llm or child)")
+				fs.StringVar(&pt.args, "args", "", "test: the call's args (JSON)")
+				fs.StringVar(&pt.agent, "agent", "", "test: the agent making the call")
+				fs.BoolVar(&pt.inFork, "in-fork", false, "test: the call runs live in a fork")
+				fs.BoolVar(&pt.atMostOnce, "at-most-once", false, "test: the call is at_most_once (default safe_to_retry)")
+			},
+			run: func(e *env, pos []string) error { return cmdPolicy(e, pos[0], pos[1], pt) }},
 		{name: "serve", args: "[--addr HOST:PORT] [--allow-host NAME]… [--token T | --insecure]", short: "serve the web page of the executions",
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&sv.addr, "addr", defaultAddr, "the address to listen on")

@@ -31,6 +31,10 @@ func TestRetryKeeper(t *testing.T) {
 	storetest.TestRetryKeeper(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }
 
+func TestLimiter(t *testing.T) {
+	storetest.TestLimiter(t, func(t *testing.T) eventlog.Log { return openMem(t) })
+}
+
 func TestDelete(t *testing.T) {
 	storetest.TestDelete(t, func(t *testing.T) storetest.DeleteStore { return openMem(t) })
 }

@@ -124,6 +124,16 @@
 // lease, as leases do: one process owns the store, and a process that
 // opens it anew runs every execution again at once.
 //
+// # Rate limits
+//
+// The store implements [eventlog.Limiter]: each key's record (tag 'l',
+// keys.go) holds the times of the calls its window admitted, Unix
+// nanoseconds by the process's clock. Every TakeLimit runs under one lock
+// of the store, reads the record, and writes it back, synced as an append
+// is, only when it admits a call, so a crash never hands a window's calls
+// out twice. The records are new keys beside the others: no store format
+// step, and a build without the limiter never reads them.
+//
 // # Store formats
 //
 // Store format 2 added the state records, the idempotency keys and the

@@ -84,3 +84,6 @@ func SetWALMarkEvery(t interface{ Cleanup(func()) }, d time.Duration) {
 	walMarkEvery = d
 	t.Cleanup(func() { walMarkEvery = old })
 }
+
+// LimitKey exposes limitKey.
+func LimitKey(key string) []byte { return limitKey(key) }

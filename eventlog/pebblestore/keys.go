@@ -25,6 +25,8 @@ import (
 //	                                     format 3): the prefix it keeps for forks
 //	'c' hash[16]                         a chunk of long event records (store
 //	                                     format 3, chunks.go), by content
+//	'l' key                              a rate limiter's window (limiter.go):
+//	                                     the times of the calls it admitted
 //
 // Integers are big-endian so that byte order is numeric order. An
 // execution's events and index entries are contiguous and ordered by seq, so
@@ -40,6 +42,7 @@ const (
 	tagInbox     = 'q'
 	tagTombstone = 't'
 	tagChunk     = 'c'
+	tagLimit     = 'l'
 )
 
 var metaFormatKey = []byte{tagMeta, 'f', 'o', 'r', 'm', 'a', 't'}

@@ -97,6 +97,8 @@ type Store struct {
 		sync.Mutex
 		set map[chunkHash]struct{}
 	}
+	// limits orders every TakeLimit (limiter.go).
+	limits sync.Mutex
 }
 
 var (

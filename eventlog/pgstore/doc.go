@@ -32,6 +32,10 @@
 //     (eventlog.Decider) checks and writes an approval decision in one
 //     transaction under the execution row's lock, so of concurrent
 //     decisions of one step exactly one is stored.
+//   - limits: eventlog.Limiter's windows (schema version 5), one row per
+//     key with the times (timestamptz[]) of the calls it admitted still in
+//     the window; each Take is one INSERT … ON CONFLICT DO UPDATE
+//     statement (limiter.go).
 //
 // # Transactions
 //

@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -321,6 +321,19 @@ var migrations = []func(schema string) []string{
 		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN last_error text NOT NULL DEFAULT '',
 			ADD COLUMN retry_ns bigint NOT NULL DEFAULT 0`}
 	},
+	// Version 5, the limiter (DESIGN §17, issue 33): one row per key with
+	// the times of the calls its window admitted (limiter.go). A step of
+	// its own, whatever number it lands at: it only adds a table.
+	migrateLimiter,
+}
+
+// migrateLimiter adds the limiter's table.
+func migrateLimiter(sc string) []string {
+	return []string{`CREATE TABLE ` + sc + `.limits (
+		key   text PRIMARY KEY,
+		takes timestamptz[] NOT NULL,
+		ok    boolean NOT NULL
+	)`}
 }
 
 // migrate creates the schema and brings its tables to SchemaVersion, in

@@ -6,7 +6,8 @@
 // TestStore runs every check; each also runs alone: TestLeaser (claim,
 // renewal, release, expiry, takeover, the fencing of appends by epoch),
 // TestCreateKeys (idempotency keys of Create), TestList (List's filters
-// and paging, Create's Caller) and TestInbox (Request, Requests, Take).
+// and paging, Create's Caller) TestInbox (Request, Requests, Take) and TestLimiter (TakeLimit's
+// sliding windows, keys, expiry and concurrent takes).
 // They check what a store writes — lineages, heads, listings, pending
 // requests — not only what a call returns.
 //
