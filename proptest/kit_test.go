@@ -191,3 +191,25 @@ func TestCheckAgentDirfsKilledInAffectsStep(t *testing.T) {
 	})
 	CheckAgent(t, newKernel, "a", struct{}{}, WithDiffer("ws", drv))
 }
+
+// An agent whose output derives from sdk.IdempotencyKey — a deploy named
+// by its key, as a Temporal or DBOS user writes it — passes (issue 38 item
+// 1): a kill trial resumes the same execution, so its keys are the
+// uninterrupted run's.
+func TestCheckAgentIdempotencyKeyOutput(t *testing.T) {
+	deploy := sdk.DefineTool("deploy", func(ctx context.Context, env string) (string, error) {
+		return "dep-" + env + "-" + sdk.IdempotencyKey(ctx)[:8], nil
+	})
+	newKernel := kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		var out []string
+		for _, env := range []string{"staging", "prod"} {
+			name, err := deploy.Call(ctx, env)
+			if err != nil {
+				return "", err
+			}
+			out = append(out, name)
+		}
+		return strings.Join(out, ","), nil
+	})
+	CheckAgent(t, newKernel, "a", struct{}{})
+}
