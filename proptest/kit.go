@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
@@ -353,6 +354,20 @@ func (c *checker) killTrial(n int) error {
 	defer rk.Close()
 	res, err := rk.Run(c.ctx, id)
 	evs, _ := lineageIn(c.ctx, store, id)
+	if inFlight := c.inFlight(uint64(n)); len(inFlight) > 0 {
+		// The kill left an at_most_once call in flight: the resumed run
+		// sees it as indeterminate (DESIGN §4) and may fail or end
+		// otherwise. It still must not run the call again, nor break the
+		// record.
+		if err != nil && !acceptedEnd(err) {
+			return c.fail(invKill, id, errSeq(err, uint64(n)), evs,
+				fmt.Sprintf("killed after seq %d, with %s in flight, the resumed run failed: %s", n, inFlight, c.diagnose(err)))
+		}
+		if err := c.checkOnce(id, evs); err != nil {
+			return err
+		}
+		return c.checkPolicy(id, evs, 0)
+	}
 	if err != nil {
 		return c.fail(invKill, id, errSeq(err, uint64(n)), evs,
 			fmt.Sprintf("killed after seq %d, the resumed run failed: %s", n, c.diagnose(err)))
@@ -408,6 +423,10 @@ func (c *checker) checkForks() error {
 		}
 		res, err := c.k.Run(c.ctx, fid)
 		evs, _ = c.lineage(fid)
+		inFlight := c.inFlight(n)
+		if err != nil && len(inFlight) > 0 && acceptedEnd(err) {
+			err = nil // the fork saw the call in flight as indeterminate, and failed: its right
+		}
 		if err != nil {
 			return c.fail(invSelect, fid, errSeq(err, n+1), evs, fmt.Sprintf("the fork at seq %d failed: %s", n, c.diagnose(err)))
 		}
@@ -419,6 +438,9 @@ func (c *checker) checkForks() error {
 		}
 		if !want.Covered {
 			continue // an uncovered fork may end otherwise: the documented trade-off
+		}
+		if len(inFlight) > 0 {
+			continue // an at_most_once call in flight is indeterminate to the fork, by design
 		}
 		if err := c.checkStates(fid, evs, n, want); err != nil {
 			return err
@@ -449,6 +471,40 @@ func (c *checker) parentKeys(fid eventlog.ID, evs []eventlog.Event, n uint64, ou
 		}
 	}
 	return out
+}
+
+// inFlight returns the at_most_once steps of the uninterrupted run in
+// flight after its n-th event (coverage.Point.InFlight).
+func (c *checker) inFlight(n uint64) inFlightSteps {
+	steps, _ := coverage.InFlightAt(func(yield func(eventlog.Event, error) bool) {
+		for _, ev := range c.ref {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}, n)
+	return steps
+}
+
+// inFlightSteps names at_most_once steps in flight in a failure.
+type inFlightSteps []coverage.InFlight
+
+func (s inFlightSteps) String() string {
+	var names []string
+	for _, st := range s {
+		names = append(names, fmt.Sprintf("at_most_once %s %q (seq %d)", st.Kind, st.Target, st.StartedAt))
+	}
+	return strings.Join(names, ", ")
+}
+
+// acceptedEnd reports whether err, the end of a run that met an
+// at_most_once call in flight, is one the agent may choose: its execution
+// failed (its handler returned the indeterminate call's error, or another).
+// A nondeterministic replay is never accepted.
+func acceptedEnd(err error) bool {
+	var nd *sdk.NonDeterministicError
+	var ee *sdk.ExecutionError
+	return errors.As(err, &ee) && !errors.As(err, &nd)
 }
 
 func normal(s []Selection) []Selection {

@@ -213,3 +213,27 @@ func TestCheckAgentIdempotencyKeyOutput(t *testing.T) {
 	})
 	CheckAgent(t, newKernel, "a", struct{}{})
 }
+
+// An agent with an at_most_once deploy passes (issue 38 item 3): a kill
+// or a fork at the deploy's step.started leaves the call in flight, which
+// the resumed run or the fork sees as indeterminate — here the handler
+// fails with it — and the kit does not compare that run with the
+// uninterrupted one.
+func TestCheckAgentAtMostOnceInFlight(t *testing.T) {
+	deploy := sdk.DefineTool("deploy", func(ctx context.Context, env string) (string, error) {
+		return "deployed " + env, nil
+	}, sdk.AtMostOnce())
+	note := sdk.DefineTool("note", func(ctx context.Context, s string) (string, error) { return s, nil })
+	newKernel := kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		if _, err := note.Call(ctx, "before"); err != nil {
+			return "", err
+		}
+		out, err := deploy.Call(ctx, "prod")
+		if err != nil {
+			return "", err
+		}
+		_, err = note.Call(ctx, "after")
+		return out, err
+	})
+	CheckAgent(t, newKernel, "a", struct{}{})
+}
