@@ -16,6 +16,7 @@ import (
 
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/driver/dirfs"
+	"github.com/forkline/forkline/driver/sqlitedb"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/internal/testdriver"
@@ -236,4 +237,40 @@ func TestCheckAgentAtMostOnceInFlight(t *testing.T) {
 		return out, err
 	})
 	CheckAgent(t, newKernel, "a", struct{}{})
+}
+
+// An agent on a sqlitedb database (not portable) passes with kills inside
+// the steps that Affect it (issue 38 item 2): the resumed run reopens the
+// database the killed one bound, the states of every covered fork equal
+// the parent's (driver.Differ). The insert is idempotent (INSERT OR
+// IGNORE on a key), as a safe_to_retry tool must be: a kill after its body
+// and before its step.succeeded runs it again.
+func TestCheckAgentSqlitedbKilledInAffectsStep(t *testing.T) {
+	drv := sqlitedb.New(sqlitedb.Config{Store: t.TempDir(), Schema: `CREATE TABLE notes (n INTEGER PRIMARY KEY)`, CoverageReuse: true})
+	insert := sdk.DefineTool("insert", func(ctx context.Context, n int) (int, error) {
+		db, err := sdk.Resource(ctx, "db", drv)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO notes VALUES (?)`, n); err != nil {
+			return 0, err
+		}
+		var count int
+		return count, db.QueryRowContext(ctx, `SELECT count(*) FROM notes`).Scan(&count)
+	}, sdk.Affects("db"))
+	newKernel := kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		if _, err := sdk.Resource(ctx, "db", drv); err != nil {
+			return "", err
+		}
+		var out []string
+		for n := range 3 {
+			count, err := insert.Call(ctx, n)
+			if err != nil {
+				return "", err
+			}
+			out = append(out, fmt.Sprint(count))
+		}
+		return strings.Join(out, ","), nil
+	})
+	CheckAgent(t, newKernel, "a", struct{}{}, WithDiffer("db", drv))
 }
