@@ -107,6 +107,12 @@ func checkAt(t tb, s *pebblestore.Store, w written, history []eventlog.Event) {
 		if err != nil {
 			t.Fatalf("At(%d): %v", n, err)
 		}
+		if got.InFlight != nil {
+			t.Fatalf("At(%d) filled InFlight: %v", n, got.InFlight)
+		}
+		if got.InFlight, err = coverage.InFlightAt(s.Events(ctx, w.id, 1), n); err != nil {
+			t.Fatalf("InFlightAt(%d): %v", n, err)
+		}
 		pb, _ := back.Point(n)
 		po, _ := orig.Point(n)
 		if diff := cmp.Diff(po, got); diff != "" {

@@ -17,6 +17,11 @@ type Point struct {
 	Seq       uint64
 	Covered   bool        // every resource bound up to Seq is covered (true when there are none)
 	Resources []Selection // one per resource bound up to Seq, sorted by Key; nil when there are none
+	// InFlight lists the at_most_once steps in flight at Seq, in the order
+	// they started; nil when there are none. A fork at Seq sees each as
+	// indeterminate ([InFlight]). [Fold.Point] fills it; [At], which reads
+	// only the index, leaves it nil: ask [InFlightAt] for it.
+	InFlight []InFlight
 }
 
 // Selection is what a fork at a point restores one resource from

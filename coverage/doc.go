@@ -33,6 +33,17 @@
 // advances — the fork runs the step again, so it needs the state from before
 // it, which is what the fallback selects.
 //
+// # At_most_once calls in flight
+//
+// [Point.InFlight] lists the at_most_once steps started at or before the
+// point with no outcome by it. A fork there restores its resources as the
+// selections say, but the call's effect is unknown and at_most_once
+// forbids running it again: the fork's handler gets the call as
+// indeterminate, and the fork may end otherwise than its parent however
+// covered the point is. [Fold.Point] fills it from the events it folded;
+// [At] reads only the index, which holds no steps, and leaves it nil —
+// [InFlightAt] folds a lineage's events up to the point for it.
+//
 // # Choices written down
 //
 // Coverage reads the index states, so it sees what [eventlog.IndexState]

@@ -28,6 +28,7 @@ type Fold struct {
 	res   map[string]*resource
 	keys  []string // sorted
 	most  int      // the most marks any resource has
+	amo   attempts // at_most_once attempts, for Point.InFlight
 }
 
 // resource is the history of one resource in a Fold.
@@ -118,6 +119,7 @@ func (f *Fold) Apply(ev eventlog.Event) error {
 		r.add(st)
 		f.most = max(f.most, r.marks.len())
 	}
+	f.amo.apply(ev)
 	f.head = ev.Seq
 	return nil
 }
@@ -206,7 +208,7 @@ func (f *Fold) Point(at uint64) (Point, error) {
 	if at == 0 || at > f.head {
 		return Point{}, fmt.Errorf("%w: coverage: seq %d: seqs run from 1 to %d", eventlog.ErrInvalid, at, f.head)
 	}
-	p := Point{Seq: at, Covered: true}
+	p := Point{Seq: at, Covered: true, InFlight: f.amo.at(at)}
 	for _, k := range f.keys {
 		r := f.res[k]
 		i := r.find(at)

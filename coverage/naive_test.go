@@ -130,7 +130,50 @@ func naivePoint(events []eventlog.Event, n uint64) coverage.Point {
 		p.Covered = p.Covered && sel.Covered
 		p.Resources = append(p.Resources, sel)
 	}
+	p.InFlight = naiveInFlight(events, n)
 	return p
+}
+
+// naiveInFlight lists the at_most_once steps started at or before n whose
+// outcome no event up to n records, scanning the prefix again for each.
+func naiveInFlight(events []eventlog.Event, n uint64) []coverage.InFlight {
+	var out []coverage.InFlight
+	for i, ev := range events[:n] {
+		p, ok := ev.Data.(*eventlog.StepStarted)
+		if !ok || p.Idempotency != eventlog.AtMostOnce {
+			continue
+		}
+		ended := false
+		for _, later := range events[i+1 : n] {
+			if id, ok := outcomeOf(later); ok && id == p.StepID {
+				ended = true
+			}
+			if s, ok := later.Data.(*eventlog.StepStarted); ok && s.StepID == p.StepID {
+				break // a later attempt of the step: this one ended before it
+			}
+		}
+		if !ended {
+			out = append(out, coverage.InFlight{StepID: p.StepID, Kind: p.StepKind, Target: p.Target, StartedAt: ev.Seq})
+		}
+	}
+	return out
+}
+
+// outcomeOf returns the StepID of an event that ends a step attempt.
+func outcomeOf(ev eventlog.Event) (string, bool) {
+	switch p := ev.Data.(type) {
+	case *eventlog.StepSucceeded:
+		return p.StepID, true
+	case *eventlog.StepFailed:
+		return p.StepID, true
+	case *eventlog.StepCancelled:
+		return p.StepID, true
+	case *eventlog.StepAbandoned:
+		return p.StepID, true
+	case *eventlog.StepDenied:
+		return p.StepID, true
+	}
+	return "", false
 }
 
 // naiveWindows derives the windows from naivePoint at every seq.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
@@ -137,13 +138,18 @@ func (c *checker) unreceived(evs []eventlog.Event) []sdk.Message {
 //   - §8.3: the coverage the kernel reports agrees with proptest's naive
 //     model ([PointAt]) at every event;
 //   - §8.6: a run killed after any event and run again completes with the
-//     uninterrupted run's output, replaying what was recorded (Strict:
+//     uninterrupted run's output — the same execution, its ID and so its
+//     idempotency keys (sdk.IdempotencyKey) the uninterrupted run's, each
+//     trial on a clone of the log the execution was started in —, replaying what was recorded (Strict:
 //     a handler that makes other calls than its history holds — it reads
 //     the clock outside a step, or depends on a map's order — fails here,
 //     with a diagnosis), and no at_most_once step starts twice;
 //   - §8.2: every fork selects what the model selects, completes, and runs
 //     no recorded effect of its prefix again;
-//   - §8.1: a covered fork ends with the parent's output and, for each
+//   - §8.1: a covered fork ends with the parent's output (a fork is
+//     another execution: the keys of the steps it ran live are put back
+//     to the parent's before comparing, so an output derived from a key
+//     passes) and, for each
 //     resource given WithDiffer or WithState, the parent's final state (a
 //     step that changes a resource it does not declare in Affects fails
 //     here, under a driver with CoverageReuse);
@@ -225,7 +231,8 @@ func (l *killLog) AppendUnsynced(ctx context.Context, id eventlog.ID, head uint6
 type checker struct {
 	ctx       context.Context
 	cfg       config
-	store     *pebblestore.Store
+	start     *pebblestore.Store // the log holding only the started execution
+	store     *pebblestore.Store // the uninterrupted run's log
 	k         *sdk.Kernel
 	newKernel NewKernel
 	agent     string
@@ -242,9 +249,15 @@ func checkAgent(ctx context.Context, newKernel NewKernel, agent string, input an
 	for _, o := range opts {
 		o(&c.cfg)
 	}
-	store, err := pebblestore.Open("")
+	start, err := c.create()
 	if err != nil {
 		return err
+	}
+	defer start.Close()
+	c.start = start
+	store, err := start.Clone(ctx)
+	if err != nil {
+		return fmt.Errorf("proptest: %w", err)
 	}
 	defer store.Close()
 	c.store = store
@@ -252,9 +265,6 @@ func checkAgent(ctx context.Context, newKernel NewKernel, agent string, input an
 		return fmt.Errorf("proptest: newKernel: %w", err)
 	}
 	defer c.k.Close()
-	if c.id, err = c.k.Start(ctx, agent, input); err != nil {
-		return fmt.Errorf("proptest: start %s: %w", agent, err)
-	}
 	if err := c.send(c.k, c.id); err != nil {
 		return err
 	}
@@ -274,10 +284,40 @@ func checkAgent(ctx context.Context, newKernel NewKernel, agent string, input an
 	return nil
 }
 
-// lineage reads id's lineage from the store.
+// create starts the execution under check in a log of its own, which
+// holds only its execution.created, and returns that log. The
+// uninterrupted run and each kill trial run on a clone of it
+// (pebblestore.Store.Clone): they are one execution — one ID, so the same
+// idempotency keys (sdk.IdempotencyKey) — run apart, as a Temporal or DBOS
+// user expects of a workflow resumed after a crash.
+func (c *checker) create() (*pebblestore.Store, error) {
+	store, err := pebblestore.Open("", pebblestore.WithoutSync())
+	if err != nil {
+		return nil, err
+	}
+	k, err := c.newKernel(store, sdk.Strict(), sdk.WithOwner(checkOwner))
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("proptest: newKernel: %w", err)
+	}
+	c.id, err = k.Start(c.ctx, c.agent, c.input)
+	_ = k.Close()
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("proptest: start %s: %w", c.agent, err)
+	}
+	return store, nil
+}
+
+// lineage reads id's lineage from the uninterrupted run's log.
 func (c *checker) lineage(id eventlog.ID) ([]eventlog.Event, error) {
+	return lineageIn(c.ctx, c.store, id)
+}
+
+// lineageIn reads id's lineage from log.
+func lineageIn(ctx context.Context, log eventlog.Log, id eventlog.ID) ([]eventlog.Event, error) {
 	var out []eventlog.Event
-	for ev, err := range c.store.Events(c.ctx, id, 1) {
+	for ev, err := range log.Events(ctx, id, 1) {
 		if err != nil {
 			return out, err
 		}
@@ -329,46 +369,76 @@ func (c *checker) checkCoverage() error {
 	return nil
 }
 
-// checkKills kills a run after each event and resumes it (§8.6).
+// checkKills kills a run after each event and resumes it (§8.6). Each
+// trial runs the execution under check — the same ID as the uninterrupted
+// run — on a copy of its started log (see create): killed after n events,
+// then resumed by a new kernel, as a restarted process would.
 func (c *checker) checkKills() error {
 	for n := 2; n < len(c.ref); n += c.cfg.every {
-		kl := &killLog{IndexedLog: c.store}
-		kl.budget.Store(int64(n - 1)) // execution.created is written by Start, not appended
-		kk, err := c.newKernel(kl, sdk.Strict(), sdk.WithOwner(checkOwner))
-		if err != nil {
-			return fmt.Errorf("proptest: newKernel: %w", err)
-		}
-		id, err := kk.Start(c.ctx, c.agent, c.input)
-		if err != nil {
-			return fmt.Errorf("proptest: start %s: %w", c.agent, err)
-		}
-		if err := c.send(kk, id); err != nil {
-			return err
-		}
-		_, err = kk.Run(c.ctx, id)
-		_ = kk.Close()
-		if err != nil && !errors.Is(err, errKilled) {
-			evs, _ := c.lineage(id)
-			return c.fail(invKill, id, uint64(n), evs, "the run killed after this event failed otherwise: "+c.diagnose(err))
-		}
-		res, err := c.k.Run(c.ctx, id)
-		evs, _ := c.lineage(id)
-		if err != nil {
-			return c.fail(invKill, id, errSeq(err, uint64(n)), evs,
-				fmt.Sprintf("killed after seq %d, the resumed run failed: %s", n, c.diagnose(err)))
-		}
-		if string(res.Output) != string(c.output) {
-			return c.fail(invKill, id, uint64(len(evs)), evs,
-				fmt.Sprintf("killed after seq %d, the resumed run returned %s, the uninterrupted one %s", n, res.Output, c.output))
-		}
-		if err := c.checkOnce(id, evs); err != nil {
-			return err
-		}
-		if err := c.checkPolicy(id, evs, 0); err != nil {
+		if err := c.killTrial(n); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// killTrial kills the run after its n-th event and resumes it.
+func (c *checker) killTrial(n int) error {
+	store, err := c.start.Clone(c.ctx)
+	if err != nil {
+		return fmt.Errorf("proptest: %w", err)
+	}
+	defer store.Close()
+	kl := &killLog{IndexedLog: store}
+	kl.budget.Store(int64(n - 1)) // execution.created is written by Start, not appended
+	kk, err := c.newKernel(kl, sdk.Strict(), sdk.WithOwner(checkOwner))
+	if err != nil {
+		return fmt.Errorf("proptest: newKernel: %w", err)
+	}
+	id := c.id
+	if err := c.send(kk, id); err != nil {
+		_ = kk.Close()
+		return err
+	}
+	_, err = kk.Run(c.ctx, id)
+	_ = kk.Close()
+	if err != nil && !errors.Is(err, errKilled) {
+		evs, _ := lineageIn(c.ctx, store, id)
+		return c.fail(invKill, id, uint64(n), evs, "the run killed after this event failed otherwise: "+c.diagnose(err))
+	}
+	rk, err := c.newKernel(store, sdk.Strict(), sdk.WithOwner(checkOwner))
+	if err != nil {
+		return fmt.Errorf("proptest: newKernel: %w", err)
+	}
+	defer rk.Close()
+	res, err := rk.Run(c.ctx, id)
+	evs, _ := lineageIn(c.ctx, store, id)
+	if inFlight := c.inFlight(uint64(n)); len(inFlight) > 0 {
+		// The kill left an at_most_once call in flight: the resumed run
+		// sees it as indeterminate (DESIGN §4) and may fail or end
+		// otherwise. It still must not run the call again, nor break the
+		// record.
+		if err != nil && !acceptedEnd(err) {
+			return c.fail(invKill, id, errSeq(err, uint64(n)), evs,
+				fmt.Sprintf("killed after seq %d, with %s in flight, the resumed run failed: %s", n, inFlight, c.diagnose(err)))
+		}
+		if err := c.checkOnce(id, evs); err != nil {
+			return err
+		}
+		return c.checkPolicy(id, evs, 0)
+	}
+	if err != nil {
+		return c.fail(invKill, id, errSeq(err, uint64(n)), evs,
+			fmt.Sprintf("killed after seq %d, the resumed run failed: %s", n, c.diagnose(err)))
+	}
+	if string(res.Output) != string(c.output) {
+		return c.fail(invKill, id, uint64(len(evs)), evs,
+			fmt.Sprintf("killed after seq %d, the resumed run returned %s, the uninterrupted one %s", n, res.Output, c.output))
+	}
+	if err := c.checkOnce(id, evs); err != nil {
+		return err
+	}
+	return c.checkPolicy(id, evs, 0)
 }
 
 // checkPolicy checks the captures of lineage evs from index at (§8.4).
@@ -416,6 +486,10 @@ func (c *checker) checkForks() error {
 		}
 		res, err := c.k.Run(c.ctx, fid)
 		evs, _ = c.lineage(fid)
+		inFlight := c.inFlight(n)
+		if err != nil && len(inFlight) > 0 && acceptedEnd(err) {
+			err = nil // the fork saw the call in flight as indeterminate, and failed: its right
+		}
 		if err != nil {
 			return c.fail(invSelect, fid, errSeq(err, n+1), evs, fmt.Sprintf("the fork at seq %d failed: %s", n, c.diagnose(err)))
 		}
@@ -428,14 +502,72 @@ func (c *checker) checkForks() error {
 		if !want.Covered {
 			continue // an uncovered fork may end otherwise: the documented trade-off
 		}
+		if len(inFlight) > 0 {
+			continue // an at_most_once call in flight is indeterminate to the fork, by design
+		}
 		if err := c.checkStates(fid, evs, n, want); err != nil {
 			return err
 		}
-		if string(res.Output) != string(c.output) {
-			return c.fail(invRestore, fid, n, evs, fmt.Sprintf("the covered fork at seq %d returned %s, its parent %s", n, res.Output, c.output))
+		if out := c.parentKeys(fid, evs, n, res.Output); out != string(c.output) {
+			return c.fail(invRestore, fid, n, evs, fmt.Sprintf("the covered fork at seq %d returned %s, its parent %s", n, out, c.output))
 		}
 	}
 	return nil
+}
+
+// parentKeys returns the output of fork fid (at n, lineage evs) with the
+// idempotency keys of the steps it ran live put back to its parent's keys
+// of the same steps (sdk.StepIdempotencyKey): a fork is another execution,
+// whose keys differ by design, so an output derived from a key (a deploy
+// named by it) differs only by them. A key shortened to a prefix of 8
+// characters or more is replaced as well.
+func (c *checker) parentKeys(fid eventlog.ID, evs []eventlog.Event, n uint64, output []byte) string {
+	out := string(output)
+	for _, ev := range evs[n:] {
+		p, ok := ev.Data.(*eventlog.StepStarted)
+		if !ok {
+			continue
+		}
+		fk, pk := sdk.StepIdempotencyKey(fid, p.StepID), sdk.StepIdempotencyKey(c.id, p.StepID)
+		for l := len(fk); l >= 8; l-- {
+			out = strings.ReplaceAll(out, fk[:l], pk[:l])
+		}
+	}
+	return out
+}
+
+// inFlight returns the at_most_once steps of the uninterrupted run in
+// flight after its n-th event (coverage.Point.InFlight).
+func (c *checker) inFlight(n uint64) inFlightSteps {
+	steps, _ := coverage.InFlightAt(func(yield func(eventlog.Event, error) bool) {
+		for _, ev := range c.ref {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}, n)
+	return steps
+}
+
+// inFlightSteps names at_most_once steps in flight in a failure.
+type inFlightSteps []coverage.InFlight
+
+func (s inFlightSteps) String() string {
+	var names []string
+	for _, st := range s {
+		names = append(names, fmt.Sprintf("at_most_once %s %q (seq %d)", st.Kind, st.Target, st.StartedAt))
+	}
+	return strings.Join(names, ", ")
+}
+
+// acceptedEnd reports whether err, the end of a run that met an
+// at_most_once call in flight, is one the agent may choose: its execution
+// failed (its handler returned the indeterminate call's error, or another).
+// A nondeterministic replay is never accepted.
+func acceptedEnd(err error) bool {
+	var nd *sdk.NonDeterministicError
+	var ee *sdk.ExecutionError
+	return errors.As(err, &ee) && !errors.As(err, &nd)
 }
 
 func normal(s []Selection) []Selection {

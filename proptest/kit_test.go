@@ -16,6 +16,7 @@ import (
 
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/driver/dirfs"
+	"github.com/forkline/forkline/driver/sqlitedb"
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/internal/testdriver"
@@ -190,4 +191,86 @@ func TestCheckAgentDirfsKilledInAffectsStep(t *testing.T) {
 		return strings.Join(out, ","), nil
 	})
 	CheckAgent(t, newKernel, "a", struct{}{}, WithDiffer("ws", drv))
+}
+
+// An agent whose output derives from sdk.IdempotencyKey — a deploy named
+// by its key, as a Temporal or DBOS user writes it — passes (issue 38 item
+// 1): a kill trial resumes the same execution, so its keys are the
+// uninterrupted run's.
+func TestCheckAgentIdempotencyKeyOutput(t *testing.T) {
+	deploy := sdk.DefineTool("deploy", func(ctx context.Context, env string) (string, error) {
+		return "dep-" + env + "-" + sdk.IdempotencyKey(ctx)[:8], nil
+	})
+	newKernel := kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		var out []string
+		for _, env := range []string{"staging", "prod"} {
+			name, err := deploy.Call(ctx, env)
+			if err != nil {
+				return "", err
+			}
+			out = append(out, name)
+		}
+		return strings.Join(out, ","), nil
+	})
+	CheckAgent(t, newKernel, "a", struct{}{})
+}
+
+// An agent with an at_most_once deploy passes (issue 38 item 3): a kill
+// or a fork at the deploy's step.started leaves the call in flight, which
+// the resumed run or the fork sees as indeterminate — here the handler
+// fails with it — and the kit does not compare that run with the
+// uninterrupted one.
+func TestCheckAgentAtMostOnceInFlight(t *testing.T) {
+	deploy := sdk.DefineTool("deploy", func(ctx context.Context, env string) (string, error) {
+		return "deployed " + env, nil
+	}, sdk.AtMostOnce())
+	note := sdk.DefineTool("note", func(ctx context.Context, s string) (string, error) { return s, nil })
+	newKernel := kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		if _, err := note.Call(ctx, "before"); err != nil {
+			return "", err
+		}
+		out, err := deploy.Call(ctx, "prod")
+		if err != nil {
+			return "", err
+		}
+		_, err = note.Call(ctx, "after")
+		return out, err
+	})
+	CheckAgent(t, newKernel, "a", struct{}{})
+}
+
+// An agent on a sqlitedb database (not portable) passes with kills inside
+// the steps that Affect it (issue 38 item 2): the resumed run reopens the
+// database the killed one bound, the states of every covered fork equal
+// the parent's (driver.Differ). The insert is idempotent (INSERT OR
+// IGNORE on a key), as a safe_to_retry tool must be: a kill after its body
+// and before its step.succeeded runs it again.
+func TestCheckAgentSqlitedbKilledInAffectsStep(t *testing.T) {
+	drv := sqlitedb.New(sqlitedb.Config{Store: t.TempDir(), Schema: `CREATE TABLE notes (n INTEGER PRIMARY KEY)`, CoverageReuse: true})
+	insert := sdk.DefineTool("insert", func(ctx context.Context, n int) (int, error) {
+		db, err := sdk.Resource(ctx, "db", drv)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO notes VALUES (?)`, n); err != nil {
+			return 0, err
+		}
+		var count int
+		return count, db.QueryRowContext(ctx, `SELECT count(*) FROM notes`).Scan(&count)
+	}, sdk.Affects("db"))
+	newKernel := kernelFor(func(ctx context.Context, _ struct{}) (string, error) {
+		if _, err := sdk.Resource(ctx, "db", drv); err != nil {
+			return "", err
+		}
+		var out []string
+		for n := range 3 {
+			count, err := insert.Call(ctx, n)
+			if err != nil {
+				return "", err
+			}
+			out = append(out, fmt.Sprint(count))
+		}
+		return strings.Join(out, ","), nil
+	})
+	CheckAgent(t, newKernel, "a", struct{}{}, WithDiffer("db", drv))
 }

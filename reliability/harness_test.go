@@ -239,7 +239,7 @@ func serveMain(ctx context.Context, k *sdk.Kernel, cfg childConfig, mark func(st
 		}
 	}
 	stop()
-	if err := <-served; !errors.Is(err, context.Canceled) {
+	if err := <-served; err != nil {
 		fmt.Fprintln(os.Stderr, "child: Serve:", err)
 		return 3
 	}

@@ -149,6 +149,7 @@ type stepInfo struct {
 	idem    string
 	note    string // the note of the grant that let it run (ApprovalNote)
 	retried uint32 // the step's failed attempts that were retried (childKey)
+	attempt uint32 // the attempt step.started records (Info)
 }
 
 type stepKey struct{}
@@ -897,7 +898,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		}
 	}()
 
-	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID), note: note, retried: retried})
+	bctx := context.WithValue(ctx, stepKey{}, &stepInfo{id: stepID, target: c.target, idem: idempotencyKey(d.id, stepID), note: note, retried: retried, attempt: attempt})
 	bctx, endTimeout := withTimeout(bctx, c.timeout)
 	result, berr, panicked := runBody(bctx, c.body)
 	timedOut := endTimeout()

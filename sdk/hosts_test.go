@@ -246,7 +246,7 @@ func TestServeLeavesAwaitedExecutionAlone(t *testing.T) {
 	b := newKernel(t, counted, tolerantHostsAgent(drv), sdk.WithOwner("b"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := b.Serve(ctx, sdk.PollEvery(10*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+	if err := b.Serve(ctx, sdk.PollEvery(10*time.Millisecond)); err != nil {
 		t.Fatalf("Serve = %v", err)
 	}
 	if n := counted.claims.Load(); n < 1 || n > 2 {

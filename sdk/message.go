@@ -543,9 +543,10 @@ func (k *Kernel) GetEvent(ctx context.Context, id eventlog.ID, key string, timeo
 	return nil, fmt.Errorf("sdk: get event %q of %s: %w without publishing it", key, id, ErrEnded)
 }
 
-// Info is what Kernel.Info says of an execution: the store's Info, and
-// what it received and published (DESIGN §18).
-type Info struct {
+// ExecutionDetails is what Kernel.Info says of an execution: the store's
+// Info, and what it received and published (DESIGN §18). (sdk.Info, the
+// function, describes the execution a handler or step runs in.)
+type ExecutionDetails struct {
 	eventlog.Info
 	// Messages lists the messages the lineage received, in arrival order,
 	// each with the seq of the recv step that consumed it (0 while none).
@@ -565,7 +566,7 @@ type Info struct {
 // Info returns execution id's store Info with its messages, pending and
 // dropped ones, and published events. It folds the lineage. An unknown id
 // is eventlog.ErrNotFound.
-func (k *Kernel) Info(ctx context.Context, id eventlog.ID) (*Info, error) {
+func (k *Kernel) Info(ctx context.Context, id eventlog.ID) (*ExecutionDetails, error) {
 	info, err := k.log.Info(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("sdk: info %s: %w", id, err)
@@ -574,7 +575,7 @@ func (k *Kernel) Info(ctx context.Context, id eventlog.ID) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdk: info %s: %w", id, err)
 	}
-	out := &Info{Info: info, Messages: st.Messages(), EventKeys: st.EventKeys(), Events: st.Events()}
+	out := &ExecutionDetails{Info: info, Messages: st.Messages(), EventKeys: st.EventKeys(), Events: st.Events()}
 	var inbox eventlog.Inbox
 	if eventlog.As(k.log, &inbox) {
 		reqs, err := inbox.Requests(ctx, id)

@@ -84,10 +84,21 @@ func GiveUpAfter(d time.Duration) ServeOption {
 // input (eventlog.ErrInvalid); and GiveUpAfter bounds how long it retries.
 //
 // Serve returns when ctx ends, after the runs it started have returned
-// (their dispatches stop with ctx and the executions stay resumable); the
-// error is then ctx's. A run's own failure is the execution's, recorded in
-// the log, not Serve's.
+// (their dispatches stop with ctx and the executions stay resumable), and
+// then returns nil: a stop by its context, cancelled or past its deadline,
+// is a clean stop, as http.Server.Shutdown's is. It returns an error only
+// for what ended it otherwise. A run's own failure is the execution's,
+// recorded in the log, not Serve's.
 func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
+	err := k.serve(ctx, opts...)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil // stopped by its context: a clean stop
+	}
+	return err
+}
+
+// serve is Serve, returning ctx's error when ctx ends.
+func (k *Kernel) serve(ctx context.Context, opts ...ServeOption) error {
 	o := serveOptions{concurrency: 8, poll: 250 * time.Millisecond}
 	for _, opt := range opts {
 		if opt == nil {

@@ -138,14 +138,16 @@ func cmdFork(e *env, idArg, seqArg string, edit forkEdit) error {
 		if err != nil {
 			return err
 		}
+		p, err := withInFlight(e, s, info.ID, coverage.Point{Seq: plan.At, Covered: plan.Covered, Resources: plan.Selections})
+		if err != nil {
+			return err
+		}
 		if e.opts.json {
 			return writeJSON(e.stdout, map[string]any{
-				"id": id.String(), "parent": plan.Parent.String(), "at": plan.At,
-				"plan": pointOut(coverage.Point{Seq: plan.At, Covered: plan.Covered, Resources: plan.Selections}, ""),
+				"id": id.String(), "parent": plan.Parent.String(), "at": plan.At, "plan": pointOut(p, ""),
 			})
 		}
 		fmt.Fprintf(e.stdout, "created fork %s of %s at seq %d (agent %s)\n", id, info.ID, seq, info.Agent)
-		p := coverage.Point{Seq: plan.At, Covered: plan.Covered, Resources: plan.Selections}
 		if err := writePoint(e.stdout, p, "the fork point"); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -439,6 +440,17 @@ type pointJSON struct {
 	Kind      string          `json:"kind,omitempty"`
 	Covered   bool            `json:"covered"`
 	Resources []selectionJSON `json:"resources"`
+	// InFlight lists the at_most_once steps in flight at the point, which
+	// a fork there sees as indeterminate; omitted when there are none.
+	InFlight []inFlightJSON `json:"in_flight,omitempty"`
+}
+
+// inFlightJSON is one coverage.InFlight in --json output.
+type inFlightJSON struct {
+	StepID    string `json:"step_id"`
+	Kind      string `json:"kind"`
+	Target    string `json:"target"`
+	StartedAt uint64 `json:"started_at"`
 }
 
 func pointOut(p coverage.Point, kind string) pointJSON {
@@ -446,7 +458,21 @@ func pointOut(p coverage.Point, kind string) pointJSON {
 	for _, s := range p.Resources {
 		out.Resources = append(out.Resources, selectionJSON(s))
 	}
+	for _, f := range p.InFlight {
+		out.InFlight = append(out.InFlight, inFlightJSON{StepID: f.StepID, Kind: string(f.Kind), Target: f.Target, StartedAt: f.StartedAt})
+	}
 	return out
+}
+
+// withInFlight fills p.InFlight (coverage.At reads only the index) from
+// the lineage's events up to p.Seq.
+func withInFlight(e *env, s eventlog.IndexedLog, id eventlog.ID, p coverage.Point) (coverage.Point, error) {
+	inFlight, err := coverage.InFlightAt(s.Events(e.ctx, id, 1), p.Seq)
+	if err != nil {
+		return p, err
+	}
+	p.InFlight = inFlight
+	return p, nil
 }
 
 // windowJSON is one coverage.Window in --json output.
@@ -533,6 +559,9 @@ func writeTimeline(w io.Writer, l *lineage) error {
 // without reading the lineage.
 func coverageAt(e *env, s eventlog.IndexedLog, info eventlog.Info, seq uint64) error {
 	p, err := coverage.At(e.ctx, s, info.ID, seq)
+	if err == nil {
+		p, err = withInFlight(e, s, info.ID, p)
+	}
 	if err != nil {
 		return err
 	}
@@ -542,11 +571,33 @@ func coverageAt(e *env, s eventlog.IndexedLog, info eventlog.Info, seq uint64) e
 	return writePoint(e.stdout, p, fmt.Sprintf("a fork of %s at seq %d", info.ID, seq))
 }
 
-// writePoint explains a point: covered or not, and the selection table.
+// slicesSeq yields evs as a lineage read without error.
+func slicesSeq(evs []eventlog.Event) iter.Seq2[eventlog.Event, error] {
+	return func(yield func(eventlog.Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// writeInFlight says, for each at_most_once call in flight at p, that a
+// fork there sees it as indeterminate.
+func writeInFlight(w io.Writer, p coverage.Point) {
+	for _, f := range p.InFlight {
+		fmt.Fprintf(w, "in flight: at_most_once %s %q (started at seq %d) has no outcome at seq %d: a fork there sees the call as indeterminate (sdk.ErrIndeterminate) and does not run it again\n",
+			f.Kind, f.Target, f.StartedAt, p.Seq)
+	}
+}
+
+// writePoint explains a point: covered or not, the at_most_once calls in
+// flight, and the selection table.
 func writePoint(w io.Writer, p coverage.Point, what string) error {
 	switch {
 	case len(p.Resources) == 0:
 		fmt.Fprintf(w, "%s is covered: no resource is bound at seq %d\n", what, p.Seq)
+		writeInFlight(w, p)
 		return nil
 	case p.Covered:
 		fmt.Fprintf(w, "%s is covered: every resource restores its exact state at seq %d\n", what, p.Seq)
@@ -564,6 +615,7 @@ func writePoint(w io.Writer, p coverage.Point, what string) error {
 		fmt.Fprintf(w, "%s is uncovered: %s %s an earlier state (recorded results after it replay without their changes)\n",
 			what, strings.Join(un, ", "), verb)
 	}
+	writeInFlight(w, p)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "RESOURCE\tRESTORES\tCAPTURED AT\tGENERATION\tCOVERED")
 	for _, s := range p.Resources {
@@ -604,6 +656,7 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		if err != nil {
 			return err
 		}
+		p.InFlight, _ = coverage.InFlightAt(slicesSeq(l.events), seq)
 		data := eventlog.PayloadFields(ev.Data)
 		// A recorded LLM response holds the HTTP body base64-encoded; show it.
 		var body json.RawMessage

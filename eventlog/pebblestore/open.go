@@ -72,8 +72,12 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		if o.readOnly {
 			return nil, fmt.Errorf("%w: ReadOnly needs a folder: an in-memory log starts empty", eventlog.ErrInvalid)
 		}
-		popts.FS = vfs.NewMem()
-		name = "mem"
+		popts.FS, name = vfs.NewMem(), "mem"
+		if o.mem != nil { // a Clone: the checkpoint in its source's memory
+			popts.FS, name = o.mem, o.memName
+			s.release = func() { _ = o.mem.RemoveAll(o.memName) }
+		}
+		s.mem = popts.FS
 	} else {
 		wals = &walRecorder{}
 		var err error

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/forkline/forkline/eventlog"
 )
 
@@ -45,6 +46,8 @@ type options struct {
 	chunkSet   bool
 	// acceptWALLoss skips the check of the side record (AcceptWALLoss).
 	acceptWALLoss bool
+	mem           vfs.FS // set by Clone only: the memory holding memName
+	memName       string
 }
 
 // WithoutSync makes appends return before the write-ahead log reaches the
@@ -56,6 +59,7 @@ type Store struct {
 	db       *pebble.DB
 	write    *pebble.WriteOptions
 	dir      string
+	mem      vfs.FS // the memory of an in-memory store, nil on disk
 	readOnly bool
 	migrate  bool // the format key says store format 1: checkFormat migrates it
 	upgrade  bool // the format key says store format 2: checkFormat writes 3
