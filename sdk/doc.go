@@ -132,10 +132,12 @@
 // A waiting execution is runnable only for the reason it waits (DESIGN
 // §15½.6): its wake time, a request in its inbox (an approval decision, a
 // cancel), or — parked for a child, with no wake time and no approval
-// awaited — the end of all its children. One that awaits an approval is
-// never dispatched again because its children ended, and a parent whose
-// child itself waits (asleep, awaiting a decision) stays parked until the
-// child ends.
+// awaited — the end of one of its children: a child's terminal append
+// writes a child.ended request into its parent's inbox in the same
+// atomic write, and the parent's next dispatch removes it without an
+// event. One that awaits an approval is never dispatched again because
+// its children ended, and a parent whose child itself waits (asleep,
+// awaiting a decision) stays parked until the child ends.
 //
 // # Wakeups across processes
 //

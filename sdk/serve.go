@@ -400,8 +400,8 @@ func (k *Kernel) agentNames() []string {
 // agent; pending; running with no live owner; or waiting and due for the
 // reason it waits (DESIGN §15½.6): a wake time that has passed, a request
 // in its inbox (an approval decision, a cancel), or — parked for a child,
-// with no wake time and no approval awaited — children that have all
-// ended.
+// with no wake time and no approval awaited — a child.ended request in
+// its inbox.
 func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	infos, err := k.List(ctx, Filter{Status: []eventlog.Status{
 		eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
@@ -434,7 +434,7 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
 			// A wake time (a sleep, a retry's backoff) is awaited until it
 			// passes, and an approval until its decision: only a request
-			// wakes them earlier, not ended children.
+			// wakes them earlier, not a child's end (child.ended).
 			ready, err := k.awaitedHappened(ctx, inbox, info.ID, !info.WakeAt.IsZero() || len(info.Approvals) > 0)
 			if err != nil {
 				return nil, err
@@ -449,27 +449,23 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 }
 
 // awaitedHappened reports whether a waiting execution whose wake time (if
-// any) has not come can go on: a request arrived in its inbox, or — unless
-// requestsOnly — it parked waiting for a child and none of its children is
-// still running.
+// any) has not come can go on: a request other than child.ended arrived
+// in its inbox (an approval decision, a cancel), or — unless
+// requestsOnly, so parked for a child — a child.ended request, which a
+// child's end writes into its caller's inbox (DESIGN §15½.6): the
+// children themselves are not read.
 func (k *Kernel) awaitedHappened(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID, requestsOnly bool) (bool, error) {
-	if inbox != nil {
-		reqs, err := inbox.Requests(ctx, id)
-		if err != nil || len(reqs) > 0 {
-			return len(reqs) > 0, err
-		}
-	}
-	if requestsOnly {
+	if inbox == nil {
 		return false, nil
 	}
-	kids, err := k.List(ctx, Filter{Caller: id})
-	if err != nil || len(kids) == 0 {
+	reqs, err := inbox.Requests(ctx, id)
+	if err != nil {
 		return false, err
 	}
-	for _, c := range kids {
-		if !c.Status.Terminal() {
-			return false, nil
+	for _, r := range reqs {
+		if r.Data.Kind() != eventlog.KindChildEnded || !requestsOnly {
+			return true, nil
 		}
 	}
-	return true, nil
+	return false, nil
 }

@@ -23,6 +23,10 @@ func TestInbox(t *testing.T) {
 	storetest.TestInbox(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }
 
+func TestChildEnded(t *testing.T) {
+	storetest.TestChildEnded(t, func(t *testing.T) storetest.Store { return openMem(t) })
+}
+
 func TestRetryKeeper(t *testing.T) {
 	storetest.TestRetryKeeper(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }

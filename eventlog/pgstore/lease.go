@@ -107,9 +107,10 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 // not waited for — and claims each for owner. An execution is runnable
 // when it has no live lease and is pending, running (interrupted), or
 // waiting and due for the reason it waits (DESIGN §15½.6): a wake time at
-// or before now, a pending request (an approval decision, a cancel), or —
-// with no wake time and no approval awaited, so parked for a child —
-// children that have all ended — and Serve does not back it off
+// or before now, a pending request other than child.ended (an approval
+// decision, a cancel), or — with no wake time and no approval awaited,
+// so parked for a child — a pending child.ended request, which a child's
+// end wrote (the children's rows are not read) — and Serve does not back it off
 // (SetRetry) until after now. Expiry is judged by the database's clock;
 // wake times by now, the caller's.
 func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]eventlog.Lease, error) {
@@ -136,15 +137,13 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 			AND e.retry_ns <= $6
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
-				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id)
+				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind <> $7)
 				OR (e.wake_ns = 0 AND cardinality(e.approvals) = 0
-					AND EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id)
-					AND NOT EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id AND c.status NOT IN ($7, $8, $9))))
-			ORDER BY e.id LIMIT $10
+					AND EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind = $7)))
+			ORDER BY e.id LIMIT $8
 			FOR UPDATE OF e SKIP LOCKED`,
 			agents, int16(eventlog.StatusPending), int16(eventlog.StatusRunning), int16(eventlog.StatusWaiting),
-			nanos(dbnow), nanos(now),
-			int16(eventlog.StatusCompleted), int16(eventlog.StatusFailed), int16(eventlog.StatusCancelled), n)
+			nanos(dbnow), nanos(now), int16(eventlog.KindChildEnded), n)
 		if err != nil {
 			return err
 		}

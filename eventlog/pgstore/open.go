@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -290,6 +290,19 @@ var migrations = []func(schema string) []string{
 	func(sc string) []string {
 		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN last_error text NOT NULL DEFAULT '',
 			ADD COLUMN retry_ns bigint NOT NULL DEFAULT 0`}
+	},
+	// Version 5: children wake their caller (DESIGN §15½.6). A child's row
+	// keeps the caller's StepID that started it (eventlog.WithCallerStep),
+	// the StepID of the child.ended request its end writes; a request row
+	// keeps its kind code, so ClaimRunnable tells a child.ended, which
+	// makes only an execution parked for a child due, from the others.
+	// Rows of earlier versions get '' and 0 (none of them is a
+	// child.ended).
+	func(sc string) []string {
+		return []string{
+			`ALTER TABLE ` + sc + `.executions ADD COLUMN caller_step text NOT NULL DEFAULT ''`,
+			`ALTER TABLE ` + sc + `.requests ADD COLUMN kind smallint NOT NULL DEFAULT 0`,
+		}
 	},
 }
 
