@@ -97,7 +97,7 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.MessageReceived](): {
 		"MessageID string message_id", "Topic string topic", "Value []uint8 value,omitempty", "From string from,omitempty",
 	},
-	reflect.TypeFor[eventlog.EventSet](): {"Key string key", "Value []uint8 value,omitempty"},
+	reflect.TypeFor[eventlog.EventSet]():   {"Key string key", "Value []uint8 value,omitempty"},
 	reflect.TypeFor[eventlog.ChildEnded](): {"StepID string step_id,omitempty"},
 	reflect.TypeFor[eventlog.StepFailed](): {
 		"StepID string step_id", "Error string error", "Indeterminate bool indeterminate,omitempty",
