@@ -237,7 +237,7 @@ func (c *claimCounter) Claim(ctx context.Context, id eventlog.ID, owner string, 
 // DESIGN §15½.4: Serve on another owner does not spin on an execution it
 // must leave to its owner: over a second of 10 ms polls it claims it at
 // most twice (the first try and one backoff retry), appends nothing, and
-// the execution stays running for its owner.
+// the execution stays running for its owner, which Info names.
 func TestServeLeavesAwaitedExecutionAlone(t *testing.T) {
 	store := newStore(t)
 	drv := testdriver.New().WithoutPortable()
@@ -261,6 +261,12 @@ func TestServeLeavesAwaitedExecutionAlone(t *testing.T) {
 	}
 	if info.Status != eventlog.StatusRunning {
 		t.Errorf("status %s, want running", info.Status)
+	}
+	// The backoff is the store's note (eventlog.AwaitKeeper), so Info
+	// says whom the execution awaits.
+	if info.AwaitedOwner != "a" || !strings.Contains(info.LastError, `awaiting owner "a"`) || info.RetryAt.IsZero() {
+		t.Errorf("Info: AwaitedOwner %q, LastError %q, RetryAt %v; want a, awaiting owner a, a RetryAt",
+			info.AwaitedOwner, info.LastError, info.RetryAt)
 	}
 }
 

@@ -54,10 +54,6 @@ type Kernel struct {
 	appends appendSignal
 	// tel is the OpenTelemetry instruments (otel.go).
 	tel telemetry
-	// awaits lists the executions this kernel left to their owner
-	// (awaiting.go), which Serve does not claim again before their
-	// backoff passes.
-	awaits awaits
 
 	mu struct {
 		sync.Mutex
@@ -391,7 +387,6 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 	// whose uncovered resource opens only for another owner is left to
 	// that owner, with its right to reopen it untouched.
 	err = d.awaitedOwner(lease.Owner)
-	k.awaits.note(id, err, k.now())
 	if err != nil {
 		k.logger.Info("forkline: execution left to its owner", "execution", id.String(), "error", err.Error())
 		return nil, err

@@ -132,11 +132,11 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 			var leases []eventlog.Lease
 			leases, err = claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
 			for _, l := range leases {
-				if k.awaits.skip(l.ID, k.now()) {
-					// Left to its owner (awaiting.go): released at once,
-					// neither loaded nor dispatched, until its backoff
-					// passes. The store still offers it to each poll: a
-					// store-side field would spare the claim.
+				if runs.backsOff(l.ID, time.Now()) {
+					// Backed off in this Serve, on a store that keeps no
+					// note of it (eventlog.RetryKeeper), so the claim
+					// did not skip it: released at once, neither loaded
+					// nor dispatched, until its backoff passes.
 					_ = claimer.Release(context.WithoutCancel(ctx), l)
 					continue
 				}
@@ -215,6 +215,10 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 	ctx = context.WithoutCancel(ctx)
 	var keeper eventlog.RetryKeeper
 	eventlog.As(k.log, &keeper)
+	if ae, ok := asAwaiting(err); ok {
+		k.awaitingInServe(ctx, runs, keeper, ae, o)
+		return
+	}
 	if unrecorded(err) {
 		b, changed := runs.failed(id, err, o.poll, time.Now())
 		if keeper != nil {
@@ -242,6 +246,43 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 	if err != nil {
 		k.logger.Debug("forkline: serve: run ended with an error", "execution", id.String(), "error", err)
 	}
+}
+
+// awaitingInServe backs off an execution that this kernel left to its
+// owner (DESIGN §15½.4): it is not claimed again before the backoff
+// passes (a second, doubling to a minute), except by that owner. The
+// note is the store's (eventlog.AwaitKeeper: Info shows LastError,
+// RetryAt and AwaitedOwner, and ClaimRunnable skips the execution for
+// every other owner; a plain RetryKeeper keeps LastError and RetryAt);
+// this Serve keeps it too, for a store that keeps none. It is logged at
+// Info when it changes.
+func (k *Kernel) awaitingInServe(ctx context.Context, runs *serveRuns, keeper eventlog.RetryKeeper, ae *AwaitingOwnerError, o serveOptions) {
+	b, changed := runs.failed(ae.ID, ae, max(o.poll, minAwaitBackoff), time.Now())
+	retryAt := k.now().Add(b.wait)
+	var nerr error
+	var ak eventlog.AwaitKeeper
+	switch {
+	case eventlog.As(k.log, &ak):
+		nerr = ak.SetAwaiting(ctx, ae.ID, ownerName(ae.Owner), b.err, retryAt)
+	case keeper != nil:
+		nerr = keeper.SetRetry(ctx, ae.ID, b.err, retryAt)
+	}
+	if nerr != nil {
+		k.logger.Debug("forkline: serve: cannot note the backoff", "execution", ae.ID.String(), "error", nerr)
+	}
+	if changed {
+		k.logger.Info("forkline: serve: execution left to its owner; backing off",
+			"execution", ae.ID.String(), "owner", ae.Owner, "retry_in", b.wait)
+	}
+}
+
+// ownerName is owner, or a stand-in for an owner no dispatch.started
+// recorded (an AwaitKeeper needs a name).
+func ownerName(owner string) string {
+	if owner == "" {
+		return "(unrecorded)"
+	}
+	return owner
 }
 
 // outage counts Serve's failed attempts to reach the store since it last
@@ -418,9 +459,6 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 		if _, ok := k.handler(info.Agent); !ok {
 			continue
 		}
-		if k.awaits.skip(info.ID, now) {
-			continue // left to its owner: not claimed again before its backoff (awaiting.go)
-		}
 		if leaser != nil {
 			if _, held, err := leaser.Holder(ctx, info.ID); err != nil {
 				return nil, err
@@ -428,8 +466,8 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 				continue
 			}
 		}
-		if info.RetryAt.After(now) {
-			continue // a Serve backs it off (DESIGN §15½.11)
+		if info.RetryAt.After(now) && info.AwaitedOwner != k.owner {
+			continue // a Serve backs it off (DESIGN §15½.11), unless it awaits this owner (§15½.4)
 		}
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
 			// A wake time (a sleep, a retry's backoff) is awaited until it

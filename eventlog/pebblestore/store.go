@@ -521,7 +521,7 @@ func (e *execution) infoLocked() eventlog.Info {
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
 		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key,
-		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at,
+		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at, AwaitedOwner: e.mu.retry.owner,
 	}
 }
 

@@ -85,8 +85,8 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 		if r.lease == before {
 			return nil
 		}
-		_, err = tx.Exec(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = $2, lease_owner = $3, lease_expires_ns = $4, lease_released = $5
-			WHERE id = $1`, id[:], int64(r.lease.Epoch), r.lease.Owner, nanos(r.lease.Expires), r.lease.Released)
+		_, err = tx.Exec(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = $2, lease_owner = $3, lease_expires_ns = $4, lease_released = $5,
+			`+clearAwaiting("$3")+` WHERE id = $1`, id[:], int64(r.lease.Epoch), r.lease.Owner, nanos(r.lease.Expires), r.lease.Released)
 		if err != nil || !r.lease.Released || before.Released {
 			return err
 		}
@@ -101,6 +101,17 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 	return nil
 }
 
+// clearAwaiting is the SET clause of a lease write by owner (the
+// parameter named): when the execution's backoff note says it is left to
+// that owner (eventlog.AwaitKeeper), the owner has it now, and the note
+// is cleared.
+func clearAwaiting(owner string) string {
+	is := `await_owner <> '' AND await_owner = ` + owner
+	return `last_error = CASE WHEN ` + is + ` THEN '' ELSE last_error END,
+		retry_ns = CASE WHEN ` + is + ` THEN 0 ELSE retry_ns END,
+		await_owner = CASE WHEN ` + is + ` THEN '' ELSE await_owner END`
+}
+
 // ClaimRunnable implements eventlog.Claimer: in one short transaction it
 // selects up to n runnable executions of agents with FOR UPDATE SKIP
 // LOCKED — rows another worker is claiming or appending to are skipped,
@@ -111,7 +122,8 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 // decision, a cancel), or — with no wake time and no approval awaited,
 // so parked for a child — a pending child.ended request, which a child's
 // end wrote (the children's rows are not read) — and Serve does not back it off
-// (SetRetry) until after now. Expiry is judged by the database's clock;
+// (SetRetry) until after now; an execution backed off because it is left
+// to owner (SetAwaiting) is runnable for owner at once. Expiry is judged by the database's clock;
 // wake times by now, the caller's.
 func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]eventlog.Lease, error) {
 	if err := eventlog.CheckClaim(owner, ttl); err != nil {
@@ -134,7 +146,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 		rows, err := tx.Query(ctx, `SELECT e.id FROM `+s.q.executions+` e
 			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
 			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
-			AND e.retry_ns <= $6
+			AND (e.retry_ns <= $6 OR e.await_owner = $9)
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
 				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind <> $7)
@@ -143,7 +155,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 			ORDER BY e.id LIMIT $8
 			FOR UPDATE OF e SKIP LOCKED`,
 			agents, int16(eventlog.StatusPending), int16(eventlog.StatusRunning), int16(eventlog.StatusWaiting),
-			nanos(dbnow), nanos(now), int16(eventlog.KindChildEnded), n)
+			nanos(dbnow), nanos(now), int16(eventlog.KindChildEnded), n, owner)
 		if err != nil {
 			return err
 		}
@@ -157,7 +169,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 		}
 		expires := dbnow.Add(ttl)
 		rows, err = tx.Query(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = lease_epoch + 1, lease_owner = $2,
-			lease_expires_ns = $3, lease_released = false WHERE id = ANY($1) RETURNING id, lease_epoch`,
+			lease_expires_ns = $3, lease_released = false, `+clearAwaiting("$2")+` WHERE id = ANY($1) RETURNING id, lease_epoch`,
 			ids, owner, nanos(expires))
 		if err != nil {
 			return err

@@ -297,10 +297,13 @@ var migrations = []func(schema string) []string{
 	// keeps its kind code, so ClaimRunnable tells a child.ended, which
 	// makes only an execution parked for a child due, from the others.
 	// Rows of earlier versions get '' and 0 (none of them is a
-	// child.ended).
+	// child.ended). await_owner is the owner a backed-off execution is
+	// left to (eventlog.AwaitKeeper, DESIGN §15½.4): ClaimRunnable lets
+	// that owner claim it before its retry_ns.
 	func(sc string) []string {
 		return []string{
-			`ALTER TABLE ` + sc + `.executions ADD COLUMN caller_step text NOT NULL DEFAULT ''`,
+			`ALTER TABLE ` + sc + `.executions ADD COLUMN caller_step text NOT NULL DEFAULT '',
+				ADD COLUMN await_owner text NOT NULL DEFAULT ''`,
 			`ALTER TABLE ` + sc + `.requests ADD COLUMN kind smallint NOT NULL DEFAULT 0`,
 		}
 	},
