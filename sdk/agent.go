@@ -230,7 +230,7 @@ func (a *Agent[In, Out]) Call(ctx context.Context, in In, opts ...CallOption) (O
 			go func() {
 				// Run it here unless someone (Serve) already does; ErrBusy
 				// says they do. Its outcome is read by Wait below.
-				_, _ = a.k.Run(context.Background(), id)
+				_, _ = a.k.runUnlessWaiting(context.Background(), id)
 			}()
 			wctx, cancel := context.WithTimeout(bctx, a.k.parkAfter)
 			defer cancel()

@@ -174,3 +174,54 @@ func TestServeWakesParentByChildEnded(t *testing.T) {
 		t.Fatalf("the parent's inbox after its dispatch: %+v, want empty", rs)
 	}
 }
+
+// TestChildCallLeavesAWaitingChildToItsWakeTime: the run Agent.Call
+// starts beside its wait for a child does not dispatch a child that waits
+// for a wake time still to come (the flake of
+// TestServeWakesOnChildEndAcrossProcesses: a child Serve had dispatched
+// and parked was dispatched again, before its wake time, by the parent's
+// own background run). A parent run again while its child sleeps for an
+// hour leaves the child with its one dispatch.
+func TestChildCallLeavesAWaitingChildToItsWakeTime(t *testing.T) {
+	ctx := t.Context()
+	store := newStore(t)
+	k := newKernel(t, store, func(k *sdk.Kernel) {
+		c, _ := sdk.Register(k, "c", func(ctx context.Context, n int) (int, error) {
+			return n, sdk.Sleep(ctx, time.Hour)
+		})
+		_, _ = sdk.Register(k, "p", func(ctx context.Context, n int) (int, error) { return c.Call(ctx, n) })
+	}, sdk.ParkAfter(20*time.Millisecond))
+	parent, err := k.Start(ctx, "p", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, parent); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run of the parent = %v, want ErrWaiting", err)
+	}
+	kids, err := k.List(ctx, sdk.Filter{Caller: parent})
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("children %+v (%v), want one", kids, err)
+	}
+	child := kids[0].ID
+	awaitStatus(t, store, child, eventlog.StatusWaiting)
+	for { // the background run that parked the child has let it go
+		if _, held, err := store.Holder(ctx, child); err != nil {
+			t.Fatal(err)
+		} else if !held {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	want := []string{"created c", "dispatch 1", "timer.started", "dispatch.parked"}
+	if diff := cmp.Diff(want, describeAll(events(t, k, child))); diff != "" {
+		t.Fatalf("child after its first dispatch (-want +got):\n%s", diff)
+	}
+
+	if _, err := k.Run(ctx, parent); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("second Run of the parent = %v, want ErrWaiting", err)
+	}
+	time.Sleep(100 * time.Millisecond) // the background run, had it dispatched, has parked again
+	if diff := cmp.Diff(want, describeAll(events(t, k, child))); diff != "" {
+		t.Fatalf("child after the parent ran again (-want +got):\n%s", diff)
+	}
+}

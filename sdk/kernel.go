@@ -363,6 +363,28 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 	return k.runOwned(ctx, id, lease)
 }
 
+// runUnlessWaiting is Run for the background run that Agent.Call starts
+// beside a child's wait: it runs no dispatch of an execution that waits
+// for a wake time still to come — a child that another run (Serve's)
+// dispatched and parked while this one was being started; Serve runs it
+// at its wake time. It returns ErrWaiting then. The status is read under
+// the lease, so no other owner can park the child in between.
+func (k *Kernel) runUnlessWaiting(ctx context.Context, id eventlog.ID) (*Result, error) {
+	ctx, lease, release, err := k.own(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	info, err := k.log.Info(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if info.Status == eventlog.StatusWaiting && info.WakeAt.After(k.now()) {
+		return nil, fmt.Errorf("sdk: execution %s: %w until %s", id, ErrWaiting, info.WakeAt.Format(time.RFC3339Nano))
+	}
+	return k.runOwned(ctx, id, lease)
+}
+
 // runOwned runs one dispatch of id, which this kernel owns.
 func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Lease) (*Result, error) {
 
