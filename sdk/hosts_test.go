@@ -268,6 +268,33 @@ func TestServeLeavesAwaitedExecutionAlone(t *testing.T) {
 		t.Errorf("Info: AwaitedOwner %q, LastError %q, RetryAt %v; want a, awaiting owner a, a RetryAt",
 			info.AwaitedOwner, info.LastError, info.RetryAt)
 	}
+	serveAwaitedOwner(t, store, store, id, drv)
+}
+
+// serveAwaitedOwner notes that id, left to owner a, backs off for an hour
+// (as a Serve on another owner would), then serves it on a kernel named a
+// over log: the note does not hold a back, which completes the execution
+// at once, and its claim clears the note.
+func serveAwaitedOwner(t *testing.T, log eventlog.IndexedLog, keeper eventlog.AwaitKeeper, id eventlog.ID, drv *testdriver.Driver) {
+	t.Helper()
+	if err := keeper.SetAwaiting(t.Context(), id, "a", `awaiting owner "a"`, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	a := newKernel(t, log, tolerantHostsAgent(drv), sdk.WithOwner("a"))
+	actx, stop := context.WithTimeout(t.Context(), 5*time.Second)
+	defer stop()
+	go func() { _ = a.Serve(actx, sdk.PollEvery(10*time.Millisecond)) }()
+	if _, err := a.Wait(actx, id); err != nil {
+		t.Fatalf("owner a's Serve, with the execution backed off for an hour for it: %v", err)
+	}
+	info, err := log.Info(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AwaitedOwner != "" || info.LastError != "" || !info.RetryAt.IsZero() {
+		t.Fatalf("after its owner ran it: AwaitedOwner %q, LastError %q, RetryAt %v; want no note",
+			info.AwaitedOwner, info.LastError, info.RetryAt)
+	}
 }
 
 // shutdownAgent registers agent "s": resource ws of drv (EverySteps 5),
