@@ -187,8 +187,12 @@
 // message), not at every attempt, and at Info when a run gets past it. A
 // store that implements eventlog.RetryKeeper (both stores do) keeps the
 // note: Info shows LastError and RetryAt, and ClaimRunnable skips the
-// execution until then. A listing never restarts a run that ended while
-// it was read.
+// execution until then. An execution Serve must leave to its owner
+// (DESIGN §15½.4, [AwaitingOwnerError]) backs off the same way, from a
+// second: on a store that implements eventlog.AwaitKeeper (both stores
+// do) the note also names the owner (Info.AwaitedOwner), whose own Serve
+// runs it at once and whose claim clears the note. A listing never
+// restarts a run that ended while it was read.
 //
 // # Approvals
 //
