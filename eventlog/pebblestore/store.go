@@ -726,6 +726,18 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	status := e.mu.status.Clone()
 	b := s.db.NewBatch()
 	defer b.Close()
+	// A child's end locks its caller before the chunks (never after: an
+	// append of the caller holds the caller's lock and waits for the
+	// chunks' read lock behind a Sweep, which waits for this append).
+	var woke *wakeCaller
+	if !e.hdr.Caller.IsZero() && ends(e.mu.status, events) {
+		if woke, err = s.wakeCallerLocked(b, e, events[len(events)-1].Time); err != nil {
+			return 0, err
+		}
+		if woke != nil {
+			defer woke.parent.mu.Unlock()
+		}
+	}
 	s.chunks.RLock()
 	defer s.chunks.RUnlock()
 	written, err := s.chunkRecords(b, records)
@@ -752,16 +764,6 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	for _, n := range take {
 		_ = b.Delete(requestKey(id, n), nil)
 	}
-	var woke *wakeCaller
-	if !e.mu.status.Status.Terminal() && status.Status.Terminal() && !e.hdr.Caller.IsZero() {
-		if woke, err = s.wakeCallerLocked(b, e, status.Updated); err != nil {
-			e.mu.loaded = false // the index state holds this append
-			return 0, err
-		}
-		if woke != nil {
-			defer woke.parent.mu.Unlock()
-		}
-	}
 	sv, err := encodeStateValue(status, e.mu.inbox.last, e.mu.lease.Epoch)
 	if err != nil {
 		e.mu.loaded = false
@@ -784,6 +786,19 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		woke.parent.mu.inbox.pending = append(woke.parent.mu.inbox.pending, woke.n)
 	}
 	return e.mu.head, nil
+}
+
+// ends reports whether events, appended to an execution in state st, end
+// it.
+func ends(st eventlog.StatusState, events []eventlog.Event) bool {
+	if st.Status.Terminal() {
+		return false
+	}
+	st = st.Clone()
+	for _, ev := range events {
+		st.Apply(ev)
+	}
+	return st.Status.Terminal()
 }
 
 // wakeCaller is the child.ended request a child's terminal append writes
