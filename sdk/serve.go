@@ -141,7 +141,7 @@ func (k *Kernel) Serve(ctx context.Context, opts ...ServeOption) error {
 					continue
 				}
 				slots <- struct{}{}
-				start(l.ID, func() error { return k.runLeased(ctx, claimer, l, o) })
+				start(l.ID, func() error { return k.runLeased(ctx, claimer, l, o, runs) })
 			}
 		} else {
 			err = k.serveListed(ctx, &o, runs, slots, start)
@@ -216,7 +216,10 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 	var keeper eventlog.RetryKeeper
 	eventlog.As(k.log, &keeper)
 	if ae, ok := asAwaiting(err); ok {
-		k.awaitingInServe(ctx, runs, keeper, ae, o)
+		var leaser eventlog.Leaser
+		if !eventlog.As(k.log, &leaser) {
+			k.awaitingInServe(ctx, runs, ae, o) // with a Leaser, runLeased noted it before its release
+		}
 		return
 	}
 	if unrecorded(err) {
@@ -255,11 +258,14 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 // RetryAt and AwaitedOwner, and ClaimRunnable skips the execution for
 // every other owner; a plain RetryKeeper keeps LastError and RetryAt);
 // this Serve keeps it too, for a store that keeps none. It is logged at
-// Info when it changes.
-func (k *Kernel) awaitingInServe(ctx context.Context, runs *serveRuns, keeper eventlog.RetryKeeper, ae *AwaitingOwnerError, o serveOptions) {
+// Info when it changes. On a store with leases it is noted before the
+// lease is released (runLeased).
+func (k *Kernel) awaitingInServe(ctx context.Context, runs *serveRuns, ae *AwaitingOwnerError, o serveOptions) {
 	b, changed := runs.failed(ae.ID, ae, max(o.poll, minAwaitBackoff), time.Now())
 	retryAt := k.now().Add(b.wait)
 	var nerr error
+	var keeper eventlog.RetryKeeper
+	eventlog.As(k.log, &keeper)
 	var ak eventlog.AwaitKeeper
 	switch {
 	case eventlog.As(k.log, &ak):
@@ -346,7 +352,7 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 			if err != nil {
 				return err
 			}
-			return k.runLeased(ctx, leaser, l, *o)
+			return k.runLeased(ctx, leaser, l, *o, runs)
 		})
 	}
 	return nil
@@ -364,12 +370,18 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 // fails again after maxSameLeaseResumes resumptions — the store answers but
 // this execution keeps failing, and Serve backs it off (DESIGN §15½.11)
 // rather than hold a slot for it.
-func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease, o serveOptions) error {
+func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease, o serveOptions, runs *serveRuns) error {
 	for resumes := 0; ; resumes++ {
 		lctx, end := k.keep(ctx, leaser, lease)
 		_, err := k.runOwned(lctx, lease.ID, lease)
 		lease = end()
 		if !k.resumable(ctx, err) || resumes == maxSameLeaseResumes {
+			if ae, ok := asAwaiting(err); ok && ctx.Err() == nil {
+				// Noted before the release, which other Serves hear of
+				// (a NOTIFY on Postgres): none of them, nor this one,
+				// claims it again in between without its note.
+				k.awaitingInServe(context.WithoutCancel(ctx), runs, ae, o)
+			}
 			k.release(ctx, leaser, lease)
 			return err
 		}
