@@ -50,7 +50,9 @@
 // Deadline ([V2Fields]); the step kind child; and the capture reasons park
 // and shutdown (DESIGN §15½.8). Version 3
 // ([FormatVersion], what this build writes) adds Part III's (DESIGN
-// §21½.7): message.received and event.set; execution.created Version,
+// §21½.7): message.received and event.set, and child.ended — an inbox
+// request only, which a child's terminal append writes into its caller's
+// inbox (DESIGN §15½.6) and no lineage holds; execution.created Version,
 // Queue, Priority and Budget; step.started WakeAt (of a recv step);
 // step.succeeded Tokens and Truncated; step.denied RuleID and Code
 // ([DenialCode]); resource.bound Portable; fork.created Version, Budget

@@ -52,14 +52,15 @@ var pinnedKinds = []struct {
 	{24, "fork.diverged"},
 	{25, "message.received"},
 	{26, "event.set"},
+	{27, "child.ended"},
 }
 
 // pinnedSince is the format version that introduced each kind, and
 // pinnedSync its sync class (1 = synced before the caller sees the effect,
 // 2 = synced only for an at_most_once step), by code.
 var (
-	pinnedSince = []byte{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3}
-	pinnedSync  = []eventlog.Sync{0, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+	pinnedSince = []byte{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3}
+	pinnedSync  = []eventlog.Sync{0, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
 )
 
 // pinnedFields lists, per payload struct, every field as "Name GoType tag".
@@ -96,7 +97,8 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.MessageReceived](): {
 		"MessageID string message_id", "Topic string topic", "Value []uint8 value,omitempty", "From string from,omitempty",
 	},
-	reflect.TypeFor[eventlog.EventSet](): {"Key string key", "Value []uint8 value,omitempty"},
+	reflect.TypeFor[eventlog.EventSet]():   {"Key string key", "Value []uint8 value,omitempty"},
+	reflect.TypeFor[eventlog.ChildEnded](): {"StepID string step_id,omitempty"},
 	reflect.TypeFor[eventlog.StepFailed](): {
 		"StepID string step_id", "Error string error", "Indeterminate bool indeterminate,omitempty",
 		"RetryAt time.Time retry_at,omitempty",
@@ -178,6 +180,7 @@ var pinnedKeys = map[eventlog.Kind][2][]string{
 	eventlog.KindForkDiverged:          {{"unconsumed"}, {"unconsumed"}},
 	eventlog.KindMessageReceived:       {{"from", "message_id", "topic", "value"}, {"message_id", "topic"}},
 	eventlog.KindEventSet:              {{"key", "value"}, {"key"}},
+	eventlog.KindChildEnded:            {{"step_id"}, {}},
 }
 
 // TestFormatPinned fails on any change to the persisted event format: kind
@@ -233,7 +236,7 @@ func TestFormatPinned(t *testing.T) {
 				t.Errorf("%s: Since %d Sync %d, pinned %d %d", k, k.Since(), k.Sync(), pinnedSince[pk.code], pinnedSync[pk.code])
 			}
 		}
-		for _, code := range []byte{0, 27, 255} {
+		for _, code := range []byte{0, 28, 255} {
 			k := eventlog.Kind(code)
 			if k.Valid() || k.String() != fmt.Sprintf("kind(%d)", code) {
 				t.Errorf("Kind(%d): Valid %v String %q", code, k.Valid(), k)

@@ -270,3 +270,6 @@ func (p *MessageReceived) MarshalJSON() ([]byte, error) { return payloadJSON(p) 
 
 // MarshalJSON implements json.Marshaler (see [JSONValue]).
 func (p *EventSet) MarshalJSON() ([]byte, error) { return payloadJSON(p) }
+
+// MarshalJSON implements json.Marshaler (see [JSONValue]).
+func (p *ChildEnded) MarshalJSON() ([]byte, error) { return payloadJSON(p) }

@@ -38,6 +38,7 @@ const (
 
 	KindMessageReceived Kind = 25 // message.received (format 3)
 	KindEventSet        Kind = 26 // event.set (format 3)
+	KindChildEnded      Kind = 27 // child.ended (format 3): an inbox request only
 )
 
 // Sync says when an append holding an event must have reached the disk.
@@ -95,6 +96,7 @@ var kinds = [...]kindSpec{
 	KindForkDiverged:          {"fork.diverged", 2, SyncBeforeEffect, func() Payload { return new(ForkDiverged) }},
 	KindMessageReceived:       {"message.received", 3, SyncBeforeEffect, func() Payload { return new(MessageReceived) }},
 	KindEventSet:              {"event.set", 3, SyncBeforeEffect, func() Payload { return new(EventSet) }},
+	KindChildEnded:            {"child.ended", 3, SyncBeforeEffect, func() Payload { return new(ChildEnded) }},
 }
 
 // Kinds returns every known kind in code order.

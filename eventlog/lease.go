@@ -208,8 +208,10 @@ type Claimer interface {
 	// executions of the given agents that have no live lease and are
 	// runnable: pending, running (an interrupted dispatch), or waiting and
 	// due for the reason it waits — a wake time at or before now, a pending
-	// request (an approval decision, a cancel), or, with no wake time and no
-	// approval awaited (Info.Approvals), children that have all ended. It returns their leases in ID order; none when
+	// request other than child.ended (an approval decision, a cancel), or,
+	// with no wake time and no approval awaited (Info.Approvals), a
+	// pending child.ended request: one of its children ended (DESIGN
+	// §15½.6). It returns their leases in ID order; none when
 	// nothing is runnable. An empty owner or a ttl ≤ 0 wraps ErrInvalid.
 	ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]Lease, error)
 }

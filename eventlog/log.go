@@ -42,6 +42,12 @@ type Info struct {
 	LastError string
 	RetryAt   time.Time
 
+	// AwaitedOwner, with LastError and RetryAt, says that a kernel backs
+	// this execution off because it is left to that owner (DESIGN §15½.4,
+	// AwaitKeeper): its head is uncovered for a resource only that owner
+	// may open. Empty otherwise.
+	AwaitedOwner string
+
 	// Key is the execution's start key (execution.created Key, DESIGN
 	// §9): "" for none and for a fork. A Pebble store keeps it in the
 	// header of executions created since Info had it; older ones show "",

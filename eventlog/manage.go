@@ -64,10 +64,22 @@ type CreateOptions struct {
 	// §9). It is kept in the header, not in an event, so that forks of
 	// the child do not inherit it.
 	Caller ID
+
+	// CallerStep is the StepID of the caller's step that started this
+	// child: the StepID of the child.ended request the child's terminal
+	// append writes into the caller's inbox (DESIGN §15½.6). Kept in the
+	// header beside Caller.
+	CallerStep string
 }
 
 // WithCaller records caller as the parent execution of a child.
 func WithCaller(caller ID) CreateOption { return func(o *CreateOptions) { o.Caller = caller } }
+
+// WithCallerStep records the StepID of the caller's step that starts a
+// child (with WithCaller).
+func WithCallerStep(stepID string) CreateOption {
+	return func(o *CreateOptions) { o.CallerStep = stepID }
+}
 
 // NewCreateOptions applies opts.
 func NewCreateOptions(opts []CreateOption) CreateOptions {
@@ -87,7 +99,7 @@ type Request struct {
 	Execution ID
 	N         uint64    // 1-based, per execution, in the order requests arrived
 	Time      time.Time // when it was requested
-	Data      Payload   // *CancelRequested, *ApprovalGranted, *ApprovalRejected or *MessageReceived
+	Data      Payload   // *CancelRequested, *ApprovalGranted, *ApprovalRejected *MessageReceived or *ChildEnded
 }
 
 // IsRequest reports whether events of kind k arrive through the inbox: a
@@ -95,7 +107,7 @@ type Request struct {
 // §18).
 func IsRequest(k Kind) bool {
 	switch k {
-	case KindCancelRequested, KindApprovalGranted, KindApprovalRejected, KindMessageReceived:
+	case KindCancelRequested, KindApprovalGranted, KindApprovalRejected, KindMessageReceived, KindChildEnded:
 		return true
 	}
 	return false

@@ -429,6 +429,17 @@ type MessageReceived struct {
 	From      string `msgpack:"from,omitempty" json:"from"`
 }
 
+// ChildEnded is the request a child execution's terminal append writes
+// into its parent's inbox, in the same atomic write (DESIGN §15½.6): the
+// child of the parent's step StepID has ended, so a parent parked waiting
+// for it is due. It is a request, never an event of a lineage: the
+// parent's dispatch removes it from the inbox without an event (the
+// child's outcome is in the child's own log). StepID is "" for a child
+// whose store did not record its step (created by an older build).
+type ChildEnded struct {
+	StepID string `msgpack:"step_id,omitempty" json:"step_id"`
+}
+
 // EventSet records a value the execution published under Key
 // (sdk.SetEvent, format 3). It has no body: it advances nothing and is
 // never counted.
@@ -523,6 +534,9 @@ func (*MessageReceived) Kind() Kind { return KindMessageReceived }
 
 // Kind implements Payload.
 func (*EventSet) Kind() Kind { return KindEventSet }
+
+// Kind implements Payload.
+func (*ChildEnded) Kind() Kind { return KindChildEnded }
 
 var errEmptyStepID = errors.New("empty step id")
 
@@ -749,6 +763,8 @@ func (p *MarkerRecorded) validate() error {
 }
 
 func (p *StepAbandoned) validate() error { return stepIDPresent(p.StepID) }
+
+func (p *ChildEnded) validate() error { return nil }
 
 func (p *ForkDiverged) validate() error {
 	if len(p.Unconsumed) == 0 {

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -17,4 +18,31 @@ type RetryKeeper interface {
 	// until retryAt; an empty lastError clears both. An unknown id wraps
 	// ErrNotFound.
 	SetRetry(ctx context.Context, id ID, lastError string, retryAt time.Time) error
+}
+
+// AwaitKeeper is a RetryKeeper that also notes whom a backed-off
+// execution is left to (DESIGN §15½.4): a kernel that may not run it —
+// its head is uncovered for a resource that opens only for the owner that
+// bound it — backs it off with SetAwaiting rather than claim it at every
+// poll. Info reports the owner as AwaitedOwner beside LastError and
+// RetryAt, and a Claimer's ClaimRunnable skips the execution until its
+// RetryAt for every owner but that one, which may resume it at once. A
+// claim of the execution by that owner clears the note.
+type AwaitKeeper interface {
+	RetryKeeper
+
+	// SetAwaiting records, as SetRetry(lastError, retryAt) does, that id
+	// is left to owner until retryAt. An empty owner or lastError wraps
+	// ErrInvalid; an unknown id wraps ErrNotFound. SetRetry replaces the
+	// note and clears its owner.
+	SetAwaiting(ctx context.Context, id ID, owner, lastError string, retryAt time.Time) error
+}
+
+// CheckAwaiting checks SetAwaiting's input: an owner and an error are
+// required.
+func CheckAwaiting(owner, lastError string) error {
+	if owner == "" || lastError == "" {
+		return fmt.Errorf("%w: an awaiting note needs an owner (%q) and an error (%q)", ErrInvalid, owner, lastError)
+	}
+	return nil
 }

@@ -53,6 +53,7 @@ func fullEvents() []eventlog.Event {
 	for _, p := range []eventlog.Payload{
 		&eventlog.MessageReceived{MessageID: "m-2", Topic: "chat", Value: []byte(`{"text":"hello"}`), From: "bob"},
 		&eventlog.EventSet{Key: "progress", Value: []byte(`0.5`)},
+		&eventlog.ChildEnded{StepID: "st-9"},
 	} {
 		i := len(evs)
 		evs = append(evs, eventlog.Event{Seq: uint64(i + 1), Time: sampleTime.Add(time.Duration(i) * time.Millisecond), Data: p})
@@ -162,6 +163,7 @@ func minimalEvents() []eventlog.Event {
 		&eventlog.ForkDiverged{Unconsumed: []string{"s"}},
 		&eventlog.MessageReceived{MessageID: "m", Topic: "t"},
 		&eventlog.EventSet{Key: "k"},
+		&eventlog.ChildEnded{},
 	}
 	evs := make([]eventlog.Event, len(payloads))
 	for i, p := range payloads {

@@ -223,6 +223,11 @@ func (s Steps) Summary(ev Event) string {
 		return t
 	case *EventSet:
 		return p.Key + " = " + ValueText(p.Value, 60)
+	case *ChildEnded:
+		if p.StepID == "" {
+			return "a child ended"
+		}
+		return s.Name(p.StepID) + " ended"
 	}
 	return ev.Kind().String()
 }

@@ -42,6 +42,7 @@ func TestSummary(t *testing.T) {
 		`unconsumed: step st-8, step st-9`,
 		`chat text="hello" from bob`,
 		`progress = 0.5`,
+		`step st-9 ended`,
 	}
 	steps := eventlog.Steps{}
 	var got, bare []string

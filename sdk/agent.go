@@ -155,7 +155,7 @@ func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...Sta
 	created := &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline}
 	var copts []eventlog.CreateOption
 	if !o.caller.IsZero() {
-		copts = append(copts, eventlog.WithCaller(o.caller))
+		copts = append(copts, eventlog.WithCaller(o.caller), eventlog.WithCallerStep(o.callerStep))
 	}
 	id, err := k.log.Create(ctx, created, k.now(), copts...)
 	if err == nil {
@@ -164,10 +164,12 @@ func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...Sta
 	return id, err
 }
 
-// withCaller records the parent of a child execution (Agent.Call).
-func withCaller(id eventlog.ID) StartOption {
+// withCaller records the parent of a child execution and the parent's
+// step that starts it (Agent.Call): the child's end writes a child.ended
+// request for that step into the parent's inbox (DESIGN §15½.6).
+func withCaller(id eventlog.ID, stepID string) StartOption {
 	return func(o *startOptions) error {
-		o.caller = id
+		o.caller, o.callerStep = id, stepID
 		return nil
 	}
 }
@@ -227,14 +229,14 @@ func (a *Agent[In, Out]) Call(ctx context.Context, in In, opts ...CallOption) (O
 		affects: o.affects, retry: o.retry},
 		func(bctx context.Context) (Out, error) {
 			si, _ := bctx.Value(stepKey{}).(*stepInfo)
-			id, err := a.Start(bctx, in, WithKey(childKey(d.id, si.id, si.retried)), withCaller(d.id))
+			id, err := a.Start(bctx, in, WithKey(childKey(d.id, si.id, si.retried)), withCaller(d.id, si.id))
 			if err != nil {
 				return zero, err
 			}
 			go func() {
 				// Run it here unless someone (Serve) already does; ErrBusy
 				// says they do. Its outcome is read by Wait below.
-				_, _ = a.k.Run(context.Background(), id)
+				_, _ = a.k.runUnlessWaiting(context.Background(), id)
 			}()
 			wctx, cancel := context.WithTimeout(bctx, a.k.parkAfter)
 			defer cancel()

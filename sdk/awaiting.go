@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/forkline/forkline/coverage"
@@ -93,55 +92,10 @@ func (d *dispatch) coveringRef(key string, at uint64) (string, bool) {
 	return "", false
 }
 
-// awaitBackoff bounds how often Serve tries again an execution it left to
-// its owner: the first retry after minAwaitBackoff, doubling to
-// maxAwaitBackoff.
-const (
-	minAwaitBackoff = time.Second
-	maxAwaitBackoff = time.Minute
-)
-
-// awaits remembers, per execution, that this kernel left it to another
-// owner, so that Serve does not claim it again before its backoff passes
-// (no busy loop on an execution it cannot run).
-type awaits struct {
-	mu sync.Mutex
-	m  map[eventlog.ID]awaitEntry
-}
-
-// awaitEntry is one execution left to Owner, retried at Next.
-type awaitEntry struct {
-	Owner string
-	Next  time.Time
-	wait  time.Duration
-}
-
-// note records that the run of id at now returned err: an awaiting-owner
-// error (re)starts or doubles its backoff; any other outcome forgets it.
-func (a *awaits) note(id eventlog.ID, err error, now time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ae, ok := asAwaiting(err)
-	if !ok {
-		delete(a.m, id)
-		return
-	}
-	if a.m == nil {
-		a.m = make(map[eventlog.ID]awaitEntry)
-	}
-	e := a.m[id]
-	e.wait = min(max(2*e.wait, minAwaitBackoff), maxAwaitBackoff)
-	e.Owner, e.Next = ae.Owner, now.Add(e.wait)
-	a.m[id] = e
-}
-
-// skip reports whether Serve leaves id alone at now.
-func (a *awaits) skip(id eventlog.ID, now time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	e, ok := a.m[id]
-	return ok && now.Before(e.Next)
-}
+// minAwaitBackoff is the first wait before Serve tries again an
+// execution it left to its owner (it doubles, as every backoff of Serve,
+// to a minute: DESIGN §15½.11).
+const minAwaitBackoff = time.Second
 
 // asAwaiting returns the *AwaitingOwnerError in err's chain.
 func asAwaiting(err error) (*AwaitingOwnerError, bool) {

@@ -61,6 +61,10 @@ type dispatch struct {
 	// poke makes watchRequests look in the inbox at once (Send in this
 	// process); nil until the handler runs.
 	poke chan struct{}
+	// begun reports that dispatch.started was appended: from then on a
+	// child.ended request is dropped only once its step's outcome is in
+	// the lineage (childEndedLocked).
+	begun bool
 
 	// recorded is how many steps the lineage recorded when the dispatch
 	// began (the first recorded of replay.State.At); consumed marks, by
@@ -238,7 +242,8 @@ func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
 // (DESIGN §8½), in one synced append that also removes them from the inbox:
 // cancel requests, and the approval decisions of steps that await one
 // (DESIGN §12). A decision that decides nothing is removed without an
-// event.
+// event, and so is a child.ended request (DESIGN §15½.6) once
+// childEndedLocked says it has done its work.
 func (d *dispatch) takeRequestsLocked() error {
 	var inbox eventlog.Inbox
 	if !eventlog.As(d.k.log, &inbox) || d.dead != nil || d.stoppedLocked() {
@@ -271,6 +276,11 @@ func (d *dispatch) takeRequestsLocked() error {
 				continue
 			}
 			decided = append(decided, decisionStep(r.Data))
+		case eventlog.KindChildEnded:
+			if d.childEndedLocked(r.Data.(*eventlog.ChildEnded)) {
+				d.drops = append(d.drops, r.N)
+			}
+			continue
 		default:
 			continue
 		}
@@ -281,6 +291,22 @@ func (d *dispatch) takeRequestsLocked() error {
 		return nil
 	}
 	return d.writeLocked(false, ns, payloads)
+}
+
+// childEndedLocked reports whether the child.ended request p has done its
+// work — woken this execution for a child that ended — and leaves the
+// inbox with the next synced append. Before dispatch.started, every one
+// has: the child ended before this dispatch began, so the dispatch finds
+// it ended when it reaches the child's step. Later, only one whose step
+// has its outcome in the lineage: a child that ended while this dispatch
+// waits for it, but too late for the wait, leaves its request pending,
+// so that the dispatch that parks for it is woken again.
+func (d *dispatch) childEndedLocked(p *eventlog.ChildEnded) bool {
+	if !d.begun {
+		return true
+	}
+	st, ok := d.state.Step(p.StepID)
+	return ok && st.EndedAt > st.StartedAt
 }
 
 // writeLocked appends payloads, taking the inbox requests ns in the same
@@ -512,6 +538,7 @@ func (d *dispatch) beginLocked() (res *Result, err error, ended bool) {
 	err = d.appendLocked(false, &eventlog.DispatchStarted{
 		Dispatch: d.state.Dispatches + 1, Owner: d.lease.Owner, Epoch: d.lease.Epoch,
 	})
+	d.begun = err == nil
 	return nil, err, err != nil
 }
 

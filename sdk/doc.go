@@ -142,10 +142,12 @@
 // A waiting execution is runnable only for the reason it waits (DESIGN
 // §15½.6): its wake time, a request in its inbox (an approval decision, a
 // cancel), or — parked for a child, with no wake time and no approval
-// awaited — the end of all its children. One that awaits an approval is
-// never dispatched again because its children ended, and a parent whose
-// child itself waits (asleep, awaiting a decision) stays parked until the
-// child ends.
+// awaited — the end of one of its children: a child's terminal append
+// writes a child.ended request into its parent's inbox in the same
+// atomic write, and the parent's next dispatch removes it without an
+// event. One that awaits an approval is never dispatched again because
+// its children ended, and a parent whose child itself waits (asleep,
+// awaiting a decision) stays parked until the child ends.
 //
 // # Wakeups across processes
 //
@@ -195,8 +197,12 @@
 // message), not at every attempt, and at Info when a run gets past it. A
 // store that implements eventlog.RetryKeeper (both stores do) keeps the
 // note: Info shows LastError and RetryAt, and ClaimRunnable skips the
-// execution until then. A listing never restarts a run that ended while
-// it was read.
+// execution until then. An execution Serve must leave to its owner
+// (DESIGN §15½.4, [AwaitingOwnerError]) backs off the same way, from a
+// second: on a store that implements eventlog.AwaitKeeper (both stores
+// do) the note also names the owner (Info.AwaitedOwner), whose own Serve
+// runs it at once and whose claim clears the note. A listing never
+// restarts a run that ended while it was read.
 //
 // # Approvals
 //

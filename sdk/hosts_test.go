@@ -237,7 +237,7 @@ func (c *claimCounter) Claim(ctx context.Context, id eventlog.ID, owner string, 
 // DESIGN §15½.4: Serve on another owner does not spin on an execution it
 // must leave to its owner: over a second of 10 ms polls it claims it at
 // most twice (the first try and one backoff retry), appends nothing, and
-// the execution stays running for its owner.
+// the execution stays running for its owner, which Info names.
 func TestServeLeavesAwaitedExecutionAlone(t *testing.T) {
 	store := newStore(t)
 	drv := testdriver.New().WithoutPortable()
@@ -261,6 +261,39 @@ func TestServeLeavesAwaitedExecutionAlone(t *testing.T) {
 	}
 	if info.Status != eventlog.StatusRunning {
 		t.Errorf("status %s, want running", info.Status)
+	}
+	// The backoff is the store's note (eventlog.AwaitKeeper), so Info
+	// says whom the execution awaits.
+	if info.AwaitedOwner != "a" || !strings.Contains(info.LastError, `awaiting owner "a"`) || info.RetryAt.IsZero() {
+		t.Errorf("Info: AwaitedOwner %q, LastError %q, RetryAt %v; want a, awaiting owner a, a RetryAt",
+			info.AwaitedOwner, info.LastError, info.RetryAt)
+	}
+	serveAwaitedOwner(t, store, store, id, drv)
+}
+
+// serveAwaitedOwner notes that id, left to owner a, backs off for an hour
+// (as a Serve on another owner would), then serves it on a kernel named a
+// over log: the note does not hold a back, which completes the execution
+// at once, and its claim clears the note.
+func serveAwaitedOwner(t *testing.T, log eventlog.IndexedLog, keeper eventlog.AwaitKeeper, id eventlog.ID, drv *testdriver.Driver) {
+	t.Helper()
+	if err := keeper.SetAwaiting(t.Context(), id, "a", `awaiting owner "a"`, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	a := newKernel(t, log, tolerantHostsAgent(drv), sdk.WithOwner("a"))
+	actx, stop := context.WithTimeout(t.Context(), 5*time.Second)
+	defer stop()
+	go func() { _ = a.Serve(actx, sdk.PollEvery(10*time.Millisecond)) }()
+	if _, err := a.Wait(actx, id); err != nil {
+		t.Fatalf("owner a's Serve, with the execution backed off for an hour for it: %v", err)
+	}
+	info, err := log.Info(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AwaitedOwner != "" || info.LastError != "" || !info.RetryAt.IsZero() {
+		t.Fatalf("after its owner ran it: AwaitedOwner %q, LastError %q, RetryAt %v; want no note",
+			info.AwaitedOwner, info.LastError, info.RetryAt)
 	}
 }
 

@@ -56,10 +56,6 @@ type Kernel struct {
 	deltas deltaHub
 	// tel is the OpenTelemetry instruments (otel.go).
 	tel telemetry
-	// awaits lists the executions this kernel left to their owner
-	// (awaiting.go), which Serve does not claim again before their
-	// backoff passes.
-	awaits awaits
 	// pokes wakes a running dispatch's inbox watch on a Send (message.go).
 	pokes pokes
 
@@ -376,6 +372,28 @@ func (k *Kernel) Run(ctx context.Context, id eventlog.ID) (*Result, error) {
 	return k.runOwned(ctx, id, lease)
 }
 
+// runUnlessWaiting is Run for the background run that Agent.Call starts
+// beside a child's wait: it runs no dispatch of an execution that waits
+// for a wake time still to come — a child that another run (Serve's)
+// dispatched and parked while this one was being started; Serve runs it
+// at its wake time. It returns ErrWaiting then. The status is read under
+// the lease, so no other owner can park the child in between.
+func (k *Kernel) runUnlessWaiting(ctx context.Context, id eventlog.ID) (*Result, error) {
+	ctx, lease, release, err := k.own(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	info, err := k.log.Info(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if info.Status == eventlog.StatusWaiting && info.WakeAt.After(k.now()) {
+		return nil, fmt.Errorf("sdk: execution %s: %w until %s", id, ErrWaiting, info.WakeAt.Format(time.RFC3339Nano))
+	}
+	return k.runOwned(ctx, id, lease)
+}
+
 // runOwned runs one dispatch of id, which this kernel owns.
 func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Lease) (*Result, error) {
 
@@ -400,7 +418,6 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 	// whose uncovered resource opens only for another owner is left to
 	// that owner, with its right to reopen it untouched.
 	err = d.awaitedOwner(lease.Owner)
-	k.awaits.note(id, err, k.now())
 	if err != nil {
 		k.logger.Info("forkline: execution left to its owner", "execution", id.String(), "error", err.Error())
 		return nil, err

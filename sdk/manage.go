@@ -38,9 +38,10 @@ func (e *CancelledError) Is(target error) bool { return target == ErrCancelled }
 const MaxKeyLen = 1024
 
 type startOptions struct {
-	key      string
-	deadline time.Time
-	caller   eventlog.ID
+	key        string
+	deadline   time.Time
+	caller     eventlog.ID
+	callerStep string // the caller's StepID of the child step (Agent.Call)
 }
 
 // WithKey makes Start idempotent (DESIGN §9): a Start with a key already

@@ -143,16 +143,16 @@ func (k *Kernel) serve(ctx context.Context, opts ...ServeOption) error {
 			var leases []eventlog.Lease
 			leases, err = claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
 			for _, l := range leases {
-				if k.awaits.skip(l.ID, k.now()) {
-					// Left to its owner (awaiting.go): released at once,
-					// neither loaded nor dispatched, until its backoff
-					// passes. The store still offers it to each poll: a
-					// store-side field would spare the claim.
+				if runs.backsOff(l.ID, time.Now()) {
+					// Backed off in this Serve, on a store that keeps no
+					// note of it (eventlog.RetryKeeper), so the claim
+					// did not skip it: released at once, neither loaded
+					// nor dispatched, until its backoff passes.
 					_ = claimer.Release(context.WithoutCancel(ctx), l)
 					continue
 				}
 				slots <- struct{}{}
-				start(l.ID, func() error { return k.runLeased(ctx, claimer, l, o) })
+				start(l.ID, func() error { return k.runLeased(ctx, claimer, l, o, runs) })
 			}
 		} else {
 			err = k.serveListed(ctx, &o, runs, slots, start)
@@ -226,6 +226,13 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 	ctx = context.WithoutCancel(ctx)
 	var keeper eventlog.RetryKeeper
 	eventlog.As(k.log, &keeper)
+	if ae, ok := asAwaiting(err); ok {
+		var leaser eventlog.Leaser
+		if !eventlog.As(k.log, &leaser) {
+			k.awaitingInServe(ctx, runs, ae, o) // with a Leaser, runLeased noted it before its release
+		}
+		return
+	}
 	if unrecorded(err) {
 		b, changed := runs.failed(id, err, o.poll, time.Now())
 		if keeper != nil {
@@ -253,6 +260,46 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 	if err != nil {
 		k.logger.Debug("forkline: serve: run ended with an error", "execution", id.String(), "error", err)
 	}
+}
+
+// awaitingInServe backs off an execution that this kernel left to its
+// owner (DESIGN §15½.4): it is not claimed again before the backoff
+// passes (a second, doubling to a minute), except by that owner. The
+// note is the store's (eventlog.AwaitKeeper: Info shows LastError,
+// RetryAt and AwaitedOwner, and ClaimRunnable skips the execution for
+// every other owner; a plain RetryKeeper keeps LastError and RetryAt);
+// this Serve keeps it too, for a store that keeps none. It is logged at
+// Info when it changes. On a store with leases it is noted before the
+// lease is released (runLeased).
+func (k *Kernel) awaitingInServe(ctx context.Context, runs *serveRuns, ae *AwaitingOwnerError, o serveOptions) {
+	b, changed := runs.failed(ae.ID, ae, max(o.poll, minAwaitBackoff), time.Now())
+	retryAt := k.now().Add(b.wait)
+	var nerr error
+	var keeper eventlog.RetryKeeper
+	eventlog.As(k.log, &keeper)
+	var ak eventlog.AwaitKeeper
+	switch {
+	case eventlog.As(k.log, &ak):
+		nerr = ak.SetAwaiting(ctx, ae.ID, ownerName(ae.Owner), b.err, retryAt)
+	case keeper != nil:
+		nerr = keeper.SetRetry(ctx, ae.ID, b.err, retryAt)
+	}
+	if nerr != nil {
+		k.logger.Debug("forkline: serve: cannot note the backoff", "execution", ae.ID.String(), "error", nerr)
+	}
+	if changed {
+		k.logger.Info("forkline: serve: execution left to its owner; backing off",
+			"execution", ae.ID.String(), "owner", ae.Owner, "retry_in", b.wait)
+	}
+}
+
+// ownerName is owner, or a stand-in for an owner no dispatch.started
+// recorded (an AwaitKeeper needs a name).
+func ownerName(owner string) string {
+	if owner == "" {
+		return "(unrecorded)"
+	}
+	return owner
 }
 
 // outage counts Serve's failed attempts to reach the store since it last
@@ -316,7 +363,7 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 			if err != nil {
 				return err
 			}
-			return k.runLeased(ctx, leaser, l, *o)
+			return k.runLeased(ctx, leaser, l, *o, runs)
 		})
 	}
 	return nil
@@ -334,12 +381,18 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 // fails again after maxSameLeaseResumes resumptions — the store answers but
 // this execution keeps failing, and Serve backs it off (DESIGN §15½.11)
 // rather than hold a slot for it.
-func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease, o serveOptions) error {
+func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease eventlog.Lease, o serveOptions, runs *serveRuns) error {
 	for resumes := 0; ; resumes++ {
 		lctx, end := k.keep(ctx, leaser, lease)
 		_, err := k.runOwned(lctx, lease.ID, lease)
 		lease = end()
 		if !k.resumable(ctx, err) || resumes == maxSameLeaseResumes {
+			if ae, ok := asAwaiting(err); ok && ctx.Err() == nil {
+				// Noted before the release, which other Serves hear of
+				// (a NOTIFY on Postgres): none of them, nor this one,
+				// claims it again in between without its note.
+				k.awaitingInServe(context.WithoutCancel(ctx), runs, ae, o)
+			}
 			k.release(ctx, leaser, lease)
 			return err
 		}
@@ -411,8 +464,8 @@ func (k *Kernel) agentNames() []string {
 // agent; pending; running with no live owner; or waiting and due for the
 // reason it waits (DESIGN §15½.6): a wake time that has passed, a request
 // in its inbox (an approval decision, a cancel), or — parked for a child,
-// with no wake time and no approval awaited — children that have all
-// ended.
+// with no wake time and no approval awaited — a child.ended request in
+// its inbox.
 func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	infos, err := k.List(ctx, Filter{Status: []eventlog.Status{
 		eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
@@ -429,9 +482,6 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 		if _, ok := k.handler(info.Agent); !ok {
 			continue
 		}
-		if k.awaits.skip(info.ID, now) {
-			continue // left to its owner: not claimed again before its backoff (awaiting.go)
-		}
 		if leaser != nil {
 			if _, held, err := leaser.Holder(ctx, info.ID); err != nil {
 				return nil, err
@@ -439,13 +489,13 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 				continue
 			}
 		}
-		if info.RetryAt.After(now) {
-			continue // a Serve backs it off (DESIGN §15½.11)
+		if info.RetryAt.After(now) && info.AwaitedOwner != k.owner {
+			continue // a Serve backs it off (DESIGN §15½.11), unless it awaits this owner (§15½.4)
 		}
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
 			// A wake time (a sleep, a retry's backoff) is awaited until it
 			// passes, and an approval until its decision: only a request
-			// wakes them earlier, not ended children.
+			// wakes them earlier, not a child's end (child.ended).
 			ready, err := k.awaitedHappened(ctx, inbox, info.ID, !info.WakeAt.IsZero() || len(info.Approvals) > 0)
 			if err != nil {
 				return nil, err
@@ -460,27 +510,23 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 }
 
 // awaitedHappened reports whether a waiting execution whose wake time (if
-// any) has not come can go on: a request arrived in its inbox, or — unless
-// requestsOnly — it parked waiting for a child and none of its children is
-// still running.
+// any) has not come can go on: a request other than child.ended arrived
+// in its inbox (an approval decision, a cancel), or — unless
+// requestsOnly, so parked for a child — a child.ended request, which a
+// child's end writes into its caller's inbox (DESIGN §15½.6): the
+// children themselves are not read.
 func (k *Kernel) awaitedHappened(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID, requestsOnly bool) (bool, error) {
-	if inbox != nil {
-		reqs, err := inbox.Requests(ctx, id)
-		if err != nil || len(reqs) > 0 {
-			return len(reqs) > 0, err
-		}
-	}
-	if requestsOnly {
+	if inbox == nil {
 		return false, nil
 	}
-	kids, err := k.List(ctx, Filter{Caller: id})
-	if err != nil || len(kids) == 0 {
+	reqs, err := inbox.Requests(ctx, id)
+	if err != nil {
 		return false, err
 	}
-	for _, c := range kids {
-		if !c.Status.Terminal() {
-			return false, nil
+	for _, r := range reqs {
+		if r.Data.Kind() != eventlog.KindChildEnded || !requestsOnly {
+			return true, nil
 		}
 	}
-	return true, nil
+	return false, nil
 }

@@ -105,6 +105,14 @@ func (r *serveRuns) failed(id eventlog.ID, err error, first time.Duration, now t
 	return b, changed
 }
 
+// backsOff reports whether id backs off until after now.
+func (r *serveRuns) backsOff(id eventlog.ID, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.mu.failing[id]
+	return ok && now.Before(b.retryAt)
+}
+
 // recovered forgets id's backoff and reports whether it had one.
 func (r *serveRuns) recovered(id eventlog.ID) bool {
 	r.mu.Lock()

@@ -82,8 +82,8 @@ func parkForApproval(t *testing.T, k *sdk.Kernel, id eventlog.ID) {
 }
 
 // testApprovalParkAfterChild: four executions that called a child (which
-// ended) and then parked for an approval are runnable only by their
-// decision (DESIGN §15½.6): with Concurrency(4) a fifth, pending execution
+// ended) and then parked for an approval, each with a child.ended request
+// in its inbox, are runnable only by their decision (DESIGN §15½.6): with Concurrency(4) a fifth, pending execution
 // runs at once, no waiting one gains a dispatch.started while Serve polls
 // every 5 ms, and the one approved runs to completion in one more
 // dispatch. The serving kernel's ParkAfter is an hour, so a waiting one
@@ -105,6 +105,16 @@ func testApprovalParkAfterChild(t *testing.T, logA, logB eventlog.IndexedLog) {
 		parkForApproval(t, kPark, id)
 		waiting = append(waiting, id)
 		dispatches[id] = countDispatches(t, kPark, id)
+		// A child.ended left in the inbox (DESIGN §15½.6: a child that
+		// ended after the dispatch that parked had dropped its step's
+		// requests) does not wake an execution that awaits a decision.
+		var inbox eventlog.Inbox
+		if !eventlog.As(logA, &inbox) {
+			t.Fatal("the log keeps no inbox")
+		}
+		if _, err := inbox.Request(ctx, id, &eventlog.ChildEnded{StepID: "late"}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()

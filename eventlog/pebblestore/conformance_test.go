@@ -27,6 +27,10 @@ func TestDecider(t *testing.T) {
 	storetest.TestDecider(t, func(t *testing.T) storetest.DecideStore { return openMem(t) })
 }
 
+func TestChildEnded(t *testing.T) {
+	storetest.TestChildEnded(t, func(t *testing.T) storetest.Store { return openMem(t) })
+}
+
 func TestRetryKeeper(t *testing.T) {
 	storetest.TestRetryKeeper(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }

@@ -42,6 +42,9 @@ func (s *Store) Claim(ctx context.Context, id eventlog.ID, owner string, ttl tim
 			e.mu.lease = before
 			return err
 		}
+		if e.mu.retry.owner == owner {
+			e.mu.retry = retryNote{} // it was left to this owner, which has it now
+		}
 		return nil
 	})
 	return l, err

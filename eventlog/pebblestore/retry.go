@@ -7,7 +7,7 @@ import (
 	"github.com/forkline/forkline/eventlog"
 )
 
-var _ eventlog.RetryKeeper = (*Store)(nil)
+var _ eventlog.AwaitKeeper = (*Store)(nil)
 
 // retryNote is the backoff a Serve loop noted for an execution
 // (eventlog.RetryKeeper). Like leases it lives in memory, under the
@@ -17,6 +17,7 @@ var _ eventlog.RetryKeeper = (*Store)(nil)
 type retryNote struct {
 	lastError string
 	at        time.Time
+	owner     string // the owner it is left to (SetAwaiting); "" for none
 }
 
 // SetRetry implements eventlog.RetryKeeper.
@@ -27,6 +28,17 @@ func (s *Store) SetRetry(ctx context.Context, id eventlog.ID, lastError string, 
 		} else {
 			e.mu.retry = retryNote{lastError: lastError, at: retryAt.UTC()}
 		}
+		return nil
+	})
+}
+
+// SetAwaiting implements eventlog.AwaitKeeper.
+func (s *Store) SetAwaiting(ctx context.Context, id eventlog.ID, owner, lastError string, retryAt time.Time) error {
+	if err := eventlog.CheckAwaiting(owner, lastError); err != nil {
+		return err
+	}
+	return s.withExecution(ctx, id, func(e *execution) error {
+		e.mu.retry = retryNote{lastError: lastError, at: retryAt.UTC(), owner: owner}
 		return nil
 	})
 }

@@ -256,8 +256,11 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		}
 	}
 	o := eventlog.NewCreateOptions(opts)
+	if o.CallerStep != "" && o.Caller.IsZero() {
+		return eventlog.ID{}, fmt.Errorf("%w: create: a caller step (%q) with no caller", eventlog.ErrInvalid, o.CallerStep)
+	}
 	id := eventlog.NewID()
-	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, Key: created.Key})
+	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, CallerStep: o.CallerStep, Key: created.Key})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
 	}
@@ -531,7 +534,7 @@ func (e *execution) infoLocked() eventlog.Info {
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
 		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key,
-		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at,
+		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at, AwaitedOwner: e.mu.retry.owner,
 	}
 }
 
@@ -693,6 +696,9 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		case eventlog.KindExecutionCreated, eventlog.KindForkCreated:
 			return 0, fmt.Errorf("%w: execution %s: %s is written by Create or Fork, not Append",
 				eventlog.ErrInvalid, id, ev.Kind())
+		case eventlog.KindChildEnded:
+			return 0, fmt.Errorf("%w: execution %s: %s is an inbox request, never an event of a lineage",
+				eventlog.ErrInvalid, id, ev.Kind())
 		}
 		// The index key holds the resource key's length in two bytes.
 		if rb, ok := ev.Data.(*eventlog.ResourceBound); ok && len(rb.Key) > math.MaxUint16 {
@@ -733,6 +739,18 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	status := e.mu.status.Clone()
 	b := s.db.NewBatch()
 	defer b.Close()
+	// A child's end locks its caller before the chunks (never after: an
+	// append of the caller holds the caller's lock and waits for the
+	// chunks' read lock behind a Sweep, which waits for this append).
+	var woke *wakeCaller
+	if !e.hdr.Caller.IsZero() && ends(e.mu.status, events) {
+		if woke, err = s.wakeCallerLocked(b, e, events[len(events)-1].Time); err != nil {
+			return 0, err
+		}
+		if woke != nil {
+			defer woke.parent.mu.Unlock()
+		}
+	}
 	s.chunks.RLock()
 	defer s.chunks.RUnlock()
 	written, err := s.chunkRecords(b, records)
@@ -767,13 +785,75 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	_ = b.Set(stateKey(id), sv, nil)
 	if err := s.commit(b, wo); err != nil {
 		e.mu.loaded = false
+		if woke != nil {
+			woke.parent.mu.loaded = false // whether the request landed is unknown
+		}
 		return 0, fmt.Errorf("pebblestore: execution %s: append: %w", id, err)
 	}
 	s.remember(written...)
 	e.mu.head = expectedHead + uint64(len(events))
 	e.mu.status = status
 	e.mu.inbox.remove(take)
+	if woke != nil {
+		woke.parent.mu.inbox.last = woke.n
+		woke.parent.mu.inbox.pending = append(woke.parent.mu.inbox.pending, woke.n)
+	}
 	return e.mu.head, nil
+}
+
+// ends reports whether events, appended to an execution in state st, end
+// it.
+func ends(st eventlog.StatusState, events []eventlog.Event) bool {
+	if st.Status.Terminal() {
+		return false
+	}
+	st = st.Clone()
+	for _, ev := range events {
+		st.Apply(ev)
+	}
+	return st.Status.Terminal()
+}
+
+// wakeCaller is the child.ended request a child's terminal append writes
+// into its caller's inbox: the caller, locked, and the request's number.
+type wakeCaller struct {
+	parent *execution
+	n      uint64
+}
+
+// wakeCallerLocked adds to b the child.ended request of child e (whose
+// lock is held) to its caller's inbox (DESIGN §15½.6), and returns the
+// caller locked — the caller's lock is taken after the child's, always
+// in that order (a caller is never its child's descendant) — with the
+// request's number; the append's commit writes it. A caller that is
+// deleted gets none (nil).
+func (s *Store) wakeCallerLocked(b *pebble.Batch, e *execution, at time.Time) (*wakeCaller, error) {
+	parent, err := s.execution(e.hdr.Caller)
+	if errors.Is(err, eventlog.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: execution %s: its caller %s: %w", e.id, e.hdr.Caller, err)
+	}
+	rec, err := eventlog.AppendRecord(nil, eventlog.Event{Time: at, Data: &eventlog.ChildEnded{StepID: e.hdr.CallerStep}})
+	if err != nil {
+		return nil, fmt.Errorf("execution %s: child.ended: %w", e.id, err)
+	}
+	parent.mu.Lock()
+	if err := s.loadLocked(parent); err != nil {
+		parent.mu.Unlock()
+		if errors.Is(err, eventlog.ErrNotFound) {
+			return nil, nil // deleted
+		}
+		return nil, err
+	}
+	if err := s.loadInboxLocked(parent); err != nil {
+		parent.mu.Unlock()
+		return nil, err
+	}
+	n := parent.mu.inbox.last + 1
+	_ = b.Set(requestKey(parent.id, n), rec, nil)
+	return &wakeCaller{parent: parent, n: n}, nil
 }
 
 // Fork implements eventlog.Log.

@@ -26,6 +26,11 @@ type header struct {
 	Created int64       `msgpack:"created"`          // Unix nanoseconds
 	Caller  eventlog.ID `msgpack:"caller,omitempty"` // store format 2: the parent of a child
 	Key     string      `msgpack:"key,omitempty"`    // the start key (execution.created Key); "" in older headers
+
+	// CallerStep is the caller's StepID of the step that started this
+	// child (eventlog.WithCallerStep): the StepID of the child.ended
+	// request its end writes into Caller's inbox; "" in older headers.
+	CallerStep string `msgpack:"caller_step,omitempty"`
 }
 
 // indexValue is an eventlog.ResourceState without the key and seq, which

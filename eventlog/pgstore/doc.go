@@ -18,9 +18,11 @@
 //   - executions: one row per execution — its header (agent, parent and
 //     fork point, caller, creation time, idempotency key), its status
 //     (eventlog.StatusState), its head, its lease (epoch, owner, expiry,
-//     released), the inbox's newest request number, and Serve's backoff
-//     note (last_error, retry_ns; schema version 4, eventlog.RetryKeeper).
-//     Every write to an
+//     released), the inbox's newest request number, Serve's backoff
+//     note (last_error, retry_ns; schema version 4, eventlog.RetryKeeper)
+//     and the owner it awaits (await_owner; schema version 5,
+//     eventlog.AwaitKeeper), and, for a child, its caller's StepID
+//     (caller_step, schema version 5). Every write to an
 //     execution locks this row (SELECT … FOR UPDATE) for its transaction.
 //   - events: (execution, seq) → the encoded record (eventlog.AppendRecord).
 //     A fork's own events start at its fork point + 1: a fork is a row
@@ -28,7 +30,11 @@
 //     headers; no event is ever copied.
 //   - resource_states: the checkpoint index, one row per resource per event
 //     that changed it, written in the transaction of the event.
-//   - requests: the inbox (DESIGN §8½), requests not yet taken. Decide
+//   - requests: the inbox (DESIGN §8½), requests not yet taken, each with
+//     its kind code (schema version 6). A child's terminal append inserts
+//     the child.ended request into its caller's inbox in its own
+//     transaction (DESIGN §15½.6), so ClaimRunnable finds a parent parked
+//     for a child due without reading its children. Decide
 //     (eventlog.Decider) checks and writes an approval decision in one
 //     transaction under the execution row's lock, so of concurrent
 //     decisions of one step exactly one is stored.
@@ -66,8 +72,9 @@
 // The store implements eventlog.Notifier (DESIGN §15½.6, §15½.14): every
 // append that ends an execution (execution.completed, .failed, .cancelled;
 // with NotifyEveryAppend every append — Append, AppendUnsynced, Take, on
-// the one-statement path too), every Request and every Release of a lease
-// runs pg_notify on the channel
+// the one-statement path too), every Request — a child.ended included,
+// which announces the caller — and every Release of a lease runs
+// pg_notify on the channel
 // forkline_<schema> (cut to 63 bytes) in its own transaction, so the
 // notification is delivered at the commit and never for a write that
 // rolled back; the payload is the execution's ID in hex. The first

@@ -84,7 +84,8 @@ func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+s.q.requests+` (execution, n, record) VALUES ($1, $2, $3)`, id[:], n, rec); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.q.requests+` (execution, n, record, kind) VALUES ($1, $2, $3, $4)`,
+			id[:], n, rec, int16(p.Kind())); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, s.notifySQL(), id[:]) // delivered at the commit (notify.go)

@@ -85,8 +85,8 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 		if r.lease == before {
 			return nil
 		}
-		_, err = tx.Exec(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = $2, lease_owner = $3, lease_expires_ns = $4, lease_released = $5
-			WHERE id = $1`, id[:], int64(r.lease.Epoch), r.lease.Owner, nanos(r.lease.Expires), r.lease.Released)
+		_, err = tx.Exec(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = $2, lease_owner = $3, lease_expires_ns = $4, lease_released = $5,
+			`+clearAwaiting("$3")+` WHERE id = $1`, id[:], int64(r.lease.Epoch), r.lease.Owner, nanos(r.lease.Expires), r.lease.Released)
 		if err != nil || !r.lease.Released || before.Released {
 			return err
 		}
@@ -101,16 +101,29 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 	return nil
 }
 
+// clearAwaiting is the SET clause of a lease write by owner (the
+// parameter named): when the execution's backoff note says it is left to
+// that owner (eventlog.AwaitKeeper), the owner has it now, and the note
+// is cleared.
+func clearAwaiting(owner string) string {
+	is := `await_owner <> '' AND await_owner = ` + owner
+	return `last_error = CASE WHEN ` + is + ` THEN '' ELSE last_error END,
+		retry_ns = CASE WHEN ` + is + ` THEN 0 ELSE retry_ns END,
+		await_owner = CASE WHEN ` + is + ` THEN '' ELSE await_owner END`
+}
+
 // ClaimRunnable implements eventlog.Claimer: in one short transaction it
 // selects up to n runnable executions of agents with FOR UPDATE SKIP
 // LOCKED — rows another worker is claiming or appending to are skipped,
 // not waited for — and claims each for owner. An execution is runnable
 // when it has no live lease and is pending, running (interrupted), or
 // waiting and due for the reason it waits (DESIGN §15½.6): a wake time at
-// or before now, a pending request (an approval decision, a cancel), or —
-// with no wake time and no approval awaited, so parked for a child —
-// children that have all ended — and Serve does not back it off
-// (SetRetry) until after now. Expiry is judged by the database's clock;
+// or before now, a pending request other than child.ended (an approval
+// decision, a cancel), or — with no wake time and no approval awaited,
+// so parked for a child — a pending child.ended request, which a child's
+// end wrote (the children's rows are not read) — and Serve does not back it off
+// (SetRetry) until after now; an execution backed off because it is left
+// to owner (SetAwaiting) is runnable for owner at once. Expiry is judged by the database's clock;
 // wake times by now, the caller's.
 func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]eventlog.Lease, error) {
 	if err := eventlog.CheckClaim(owner, ttl); err != nil {
@@ -133,18 +146,16 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 		rows, err := tx.Query(ctx, `SELECT e.id FROM `+s.q.executions+` e
 			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
 			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
-			AND e.retry_ns <= $6
+			AND (e.retry_ns <= $6 OR e.await_owner = $9)
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
-				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id)
+				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind <> $7)
 				OR (e.wake_ns = 0 AND cardinality(e.approvals) = 0
-					AND EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id)
-					AND NOT EXISTS (SELECT 1 FROM `+s.q.executions+` c WHERE c.caller = e.id AND c.status NOT IN ($7, $8, $9))))
-			ORDER BY e.id LIMIT $10
+					AND EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind = $7)))
+			ORDER BY e.id LIMIT $8
 			FOR UPDATE OF e SKIP LOCKED`,
 			agents, int16(eventlog.StatusPending), int16(eventlog.StatusRunning), int16(eventlog.StatusWaiting),
-			nanos(dbnow), nanos(now),
-			int16(eventlog.StatusCompleted), int16(eventlog.StatusFailed), int16(eventlog.StatusCancelled), n)
+			nanos(dbnow), nanos(now), int16(eventlog.KindChildEnded), n, owner)
 		if err != nil {
 			return err
 		}
@@ -158,7 +169,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 		}
 		expires := dbnow.Add(ttl)
 		rows, err = tx.Query(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = lease_epoch + 1, lease_owner = $2,
-			lease_expires_ns = $3, lease_released = false WHERE id = ANY($1) RETURNING id, lease_epoch`,
+			lease_expires_ns = $3, lease_released = false, `+clearAwaiting("$2")+` WHERE id = ANY($1) RETURNING id, lease_epoch`,
 			ids, owner, nanos(expires))
 		if err != nil {
 			return err

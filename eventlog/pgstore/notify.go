@@ -37,9 +37,11 @@ func notifyChannel(schema string) string {
 // notifies reports whether an append of events NOTIFYs: with
 // NotifyEveryAppend always, else when one of them ends the execution.
 func (s *Store) notifies(events []eventlog.Event) bool {
-	if s.notifyEvery {
-		return true
-	}
+	return s.notifyEvery || ends(events)
+}
+
+// ends reports whether one of events ends the execution.
+func ends(events []eventlog.Event) bool {
 	for _, ev := range events {
 		switch ev.Kind() {
 		case eventlog.KindExecutionCompleted, eventlog.KindExecutionFailed, eventlog.KindExecutionCancelled:

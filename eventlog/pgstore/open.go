@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -325,6 +325,22 @@ var migrations = []func(schema string) []string{
 	// the times of the calls its window admitted (limiter.go). A step of
 	// its own, whatever number it lands at: it only adds a table.
 	migrateLimiter,
+	// Version 6: children wake their caller (DESIGN §15½.6). A child's row
+	// keeps the caller's StepID that started it (eventlog.WithCallerStep),
+	// the StepID of the child.ended request its end writes; a request row
+	// keeps its kind code, so ClaimRunnable tells a child.ended, which
+	// makes only an execution parked for a child due, from the others.
+	// Rows of earlier versions get '' and 0 (none of them is a
+	// child.ended). await_owner is the owner a backed-off execution is
+	// left to (eventlog.AwaitKeeper, DESIGN §15½.4): ClaimRunnable lets
+	// that owner claim it before its retry_ns.
+	func(sc string) []string {
+		return []string{
+			`ALTER TABLE ` + sc + `.executions ADD COLUMN caller_step text NOT NULL DEFAULT '',
+				ADD COLUMN await_owner text NOT NULL DEFAULT ''`,
+			`ALTER TABLE ` + sc + `.requests ADD COLUMN kind smallint NOT NULL DEFAULT 0`,
+		}
+	},
 }
 
 // migrateLimiter adds the limiter's table.

@@ -101,6 +101,9 @@ func (s *Store) appendFast(ctx context.Context, id eventlog.ID, expectedHead uin
 	if leased && (epoch == 0 || epoch > math.MaxInt64) {
 		return nil, false, nil // refused by the locking path, which says why
 	}
+	if ends(events) {
+		return nil, false, nil // the locking path wakes a child's caller (wakeCaller)
+	}
 	c, ok := s.cached(id, expectedHead)
 	if !ok {
 		return nil, false, nil

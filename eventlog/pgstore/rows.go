@@ -59,11 +59,12 @@ type row struct {
 type retryNote struct {
 	lastError string
 	at        time.Time
+	owner     string // the owner it is left to (eventlog.AwaitKeeper)
 }
 
 const rowCols = `id, agent, parent, fork_seq, caller, created_ns, head, status, updated_ns, wake_ns, deadline_ns,
 	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last,
-	last_error, retry_ns, coalesce(idem_key, '')`
+	last_error, retry_ns, coalesce(idem_key, ''), await_owner`
 
 // scanRow reads one row of rowCols (and then extra) from r.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
@@ -73,12 +74,12 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		epoch, expires, inboxLast, retryAt              int64
 		status                                          int16
 		dispatched, parked, released                    bool
-		agent, owner, lastError, key                    string
+		agent, owner, lastError, key, awaitOwner        string
 		approvals                                       []string
 	)
 	dest := append([]any{&id, &agent, &parent, &forkSeq, &caller, &created, &head, &status, &updated, &wake, &deadline,
 		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast,
-		&lastError, &retryAt, &key}, extra...)
+		&lastError, &retryAt, &key, &awaitOwner}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -116,7 +117,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	out.lease = eventlog.LeaseState{Epoch: uint64(epoch), Owner: owner, Expires: fromNanos(expires), Released: released}
 	out.inboxLast, out.key = uint64(inboxLast), key
 	if lastError != "" {
-		out.retry = retryNote{lastError: lastError, at: fromNanos(retryAt)}
+		out.retry = retryNote{lastError: lastError, at: fromNanos(retryAt), owner: awaitOwner}
 	}
 	return out, nil
 }
@@ -131,7 +132,7 @@ func (r *row) info() eventlog.Info {
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
 		Deadline: st.Deadline, Caller: r.hdr.Caller, Approvals: st.Approvals, Key: r.key,
-		LastError: r.retry.lastError, RetryAt: r.retry.at,
+		LastError: r.retry.lastError, RetryAt: r.retry.at, AwaitedOwner: r.retry.owner,
 	}
 }
 

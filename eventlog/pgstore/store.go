@@ -39,6 +39,9 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	}
 	defer s.leave()
 	o := eventlog.NewCreateOptions(opts)
+	if o.CallerStep != "" && o.Caller.IsZero() {
+		return eventlog.ID{}, fmt.Errorf("%w: create: a caller step (%q) with no caller", eventlog.ErrInvalid, o.CallerStep)
+	}
 	var st eventlog.StatusState
 	st.Apply(ev)
 	id := eventlog.NewID()
@@ -48,11 +51,11 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		// unique index until this one ends, then inserts nothing.
 		tag, err := tx.Exec(ctx, `INSERT INTO `+s.q.executions+` (id, agent, parent, fork_seq, caller, created_ns, idem_key,
 			head, status, updated_ns, wake_ns, deadline_ns, dispatched, parked, approvals,
-			lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last)
-			VALUES ($1, $2, NULL, 0, $3, $4, $5, 1, $6, $7, 0, $8, false, false, '{}', 0, '', 0, false, 0)
+			lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last, caller_step)
+			VALUES ($1, $2, NULL, 0, $3, $4, $5, 1, $6, $7, 0, $8, false, false, '{}', 0, '', 0, false, 0, $9)
 			ON CONFLICT (idem_key) DO NOTHING`,
 			id[:], created.Agent, nullID(o.Caller), nanos(at), nullText(created.Key),
-			int16(st.Status), nanos(st.Updated), nanos(st.Deadline))
+			int16(st.Status), nanos(st.Updated), nanos(st.Deadline), o.CallerStep)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
@@ -265,6 +268,9 @@ func prepare(id eventlog.ID, expectedHead uint64, events []eventlog.Event) ([]ev
 		case eventlog.KindExecutionCreated, eventlog.KindForkCreated:
 			return nil, nil, fmt.Errorf("%w: execution %s: %s is written by Create or Fork, not Append",
 				eventlog.ErrInvalid, id, ev.Kind())
+		case eventlog.KindChildEnded:
+			return nil, nil, fmt.Errorf("%w: execution %s: %s is an inbox request, never an event of a lineage",
+				eventlog.ErrInvalid, id, ev.Kind())
 		}
 		if want > math.MaxInt64 {
 			return nil, nil, fmt.Errorf("%w: execution %s: seq %d is past the largest a store keeps", eventlog.ErrInvalid, id, want)
@@ -366,7 +372,13 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 		if s.notifies(events) {
 			b.Queue(s.notifySQL(), id[:])
 		}
-		return tx.SendBatch(ctx, b).Close()
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if !r.status.Status.Terminal() && status.Status.Terminal() && !r.hdr.Caller.IsZero() {
+			return s.wakeCaller(ctx, tx, id, r.hdr.Caller, status.Updated)
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, s.wrap(err, "execution %s: append", id)
@@ -374,6 +386,38 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	newHead := expectedHead + uint64(len(events))
 	s.remember(id, &cachedIndex{head: newHead, state: index, status: normalStatus(status)})
 	return newHead, nil
+}
+
+// wakeCaller writes, in the transaction tx of child id's terminal append,
+// the child.ended request to its caller's inbox and NOTIFYs the caller
+// (DESIGN §15½.6): both land with the child's end or not at all. A caller
+// that is deleted gets none. The caller's row is locked after the
+// child's, always in that order (a caller is never its child's
+// descendant).
+func (s *Store) wakeCaller(ctx context.Context, tx pgx.Tx, id, caller eventlog.ID, at time.Time) error {
+	var step string
+	if err := tx.QueryRow(ctx, `SELECT caller_step FROM `+s.q.executions+` WHERE id = $1`, id[:]).Scan(&step); err != nil {
+		return err
+	}
+	rec, err := eventlog.AppendRecord(nil, eventlog.Event{Time: at, Data: &eventlog.ChildEnded{StepID: step}})
+	if err != nil {
+		return fmt.Errorf("execution %s: child.ended: %w", id, err)
+	}
+	var n int64
+	err = tx.QueryRow(ctx, `UPDATE `+s.q.executions+` SET inbox_last = inbox_last + 1 WHERE id = $1 AND deleted_kept IS NULL RETURNING inbox_last`,
+		caller[:]).Scan(&n)
+	if err == pgx.ErrNoRows {
+		return nil // deleted
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.q.requests+` (execution, n, record, kind) VALUES ($1, $2, $3, $4)`,
+		caller[:], n, rec, int16(eventlog.KindChildEnded)); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, s.notifySQL(), caller[:]) // delivered at the commit (notify.go)
+	return err
 }
 
 // queueState queues the insert of one index entry.

@@ -61,4 +61,106 @@ func TestRetryKeeper(t *testing.T, open func(t *testing.T) Store) {
 	if err := keeper.SetRetry(ctx, eventlog.NewID(), "boom", at); !errors.Is(err, eventlog.ErrNotFound) {
 		t.Fatalf("SetRetry of an unknown execution = %v, want ErrNotFound", err)
 	}
+	if ak, ok := s.(eventlog.AwaitKeeper); ok {
+		t.Run("AwaitKeeper", func(t *testing.T) { testAwaitKeeper(t, s, ak) })
+	}
+}
+
+// testAwaitKeeper checks eventlog.AwaitKeeper (DESIGN §15½.4): Info shows
+// the awaited owner beside LastError and RetryAt; bad input notes
+// nothing; SetRetry clears the owner; ClaimRunnable skips the execution
+// for every other owner until RetryAt and claims it at once for the
+// awaited one, and a claim by that owner (ClaimRunnable, or Claim)
+// clears the note.
+func testAwaitKeeper(t *testing.T, s Store, ak eventlog.AwaitKeeper) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	info := func() eventlog.Info {
+		t.Helper()
+		in, err := s.Info(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	at := time.Now().Add(time.Hour).Truncate(time.Microsecond).UTC()
+	for _, c := range [][2]string{{"", "awaiting"}, {"X", ""}} {
+		if err := ak.SetAwaiting(ctx, id, c[0], c[1], at); !errors.Is(err, eventlog.ErrInvalid) {
+			t.Fatalf("SetAwaiting(owner %q, error %q) = %v, want ErrInvalid", c[0], c[1], err)
+		}
+	}
+	if in := info(); in.LastError != "" || in.AwaitedOwner != "" || !in.RetryAt.IsZero() {
+		t.Fatalf("after refused notes: %+v, want none", in)
+	}
+	if err := ak.SetAwaiting(ctx, eventlog.NewID(), "X", "awaiting X", at); !errors.Is(err, eventlog.ErrNotFound) {
+		t.Fatalf("SetAwaiting of an unknown execution = %v, want ErrNotFound", err)
+	}
+	note := func() {
+		t.Helper()
+		if err := ak.SetAwaiting(ctx, id, "X", "awaiting X", at); err != nil {
+			t.Fatal(err)
+		}
+		if in := info(); in.LastError != "awaiting X" || in.AwaitedOwner != "X" || !in.RetryAt.Equal(at) {
+			t.Fatalf("after SetAwaiting: LastError %q, AwaitedOwner %q, RetryAt %v; want awaiting X, X, %v",
+				in.LastError, in.AwaitedOwner, in.RetryAt, at)
+		}
+	}
+	note()
+	if err := ak.SetRetry(ctx, id, "boom", at); err != nil {
+		t.Fatal(err)
+	}
+	if in := info(); in.LastError != "boom" || in.AwaitedOwner != "" {
+		t.Fatalf("SetRetry after SetAwaiting: LastError %q, AwaitedOwner %q; want boom and no owner", in.LastError, in.AwaitedOwner)
+	}
+	note()
+	var c eventlog.Claimer
+	if eventlog.As(s, &c) {
+		// claim claims for owner and releases what it claimed; it
+		// returns the lease of id, if it was claimed (the store may hold
+		// other runnable executions).
+		claim := func(owner string) (eventlog.Lease, bool) {
+			t.Helper()
+			ls, err := c.ClaimRunnable(ctx, owner, time.Minute, []string{"a"}, 100, time.Now())
+			if err != nil {
+				t.Fatalf("ClaimRunnable by %s: %v", owner, err)
+			}
+			var got eventlog.Lease
+			found := false
+			for _, l := range ls {
+				if l.ID == id {
+					got, found = l, true
+				}
+				if err := c.Release(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return got, found
+		}
+		if l, ok := claim("Y"); ok {
+			t.Fatalf("ClaimRunnable by another owner before RetryAt claimed %+v, want it skipped", l)
+		}
+		if _, ok := claim("X"); !ok {
+			t.Fatalf("ClaimRunnable by the awaited owner did not claim %s, want it at once", id)
+		}
+		if in := info(); in.LastError != "" || in.AwaitedOwner != "" || !in.RetryAt.IsZero() {
+			t.Fatalf("after the awaited owner's claim: %+v, want no note", in)
+		}
+		note()
+	}
+	l, err := s.Claim(ctx, id, "Y", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := info(); in.AwaitedOwner != "X" {
+		t.Fatalf("after another owner's claim: AwaitedOwner %q, want X kept", in.AwaitedOwner)
+	}
+	if err := s.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, id, "X", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if in := info(); in.LastError != "" || in.AwaitedOwner != "" || !in.RetryAt.IsZero() {
+		t.Fatalf("after the awaited owner's Claim: %+v, want no note", in)
+	}
 }

@@ -43,11 +43,13 @@
 //	abandoned s7
 //	diverged unconsumed=s8,s9
 //
-// and the two kinds of format version 3 (its new fields of older kinds have
-// no text form yet: Format leaves them out):
+// and the three kinds of format version 3 (its new fields of older kinds
+// have no text form yet: Format leaves them out; child.ended is an inbox
+// request, never in a lineage, written here as a request reads):
 //
 //	message_received m1 topic=chat value=`"hi"` from=alice
 //	event_set progress value=`{"done":3}`
+//	child_ended step=s6
 //
 // # Values
 //

@@ -262,6 +262,12 @@ func FormatEvent(ev eventlog.Event) string {
 		l.word("event_set")
 		l.pos(p.Key)
 		l.bytes("value", p.Value)
+	case *eventlog.ChildEnded:
+		if p == nil {
+			break
+		}
+		l.word("child_ended")
+		l.nonEmpty("step", p.StepID)
 	}
 	if l.b.Len() == 0 {
 		return "invalid"

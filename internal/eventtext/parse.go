@@ -194,6 +194,8 @@ func parseEvent(toks []token) (eventlog.Payload, error) {
 		}
 	case "event_set":
 		p = &eventlog.EventSet{Key: a.pos("key"), Value: a.bytes("value")}
+	case "child_ended":
+		p = &eventlog.ChildEnded{StepID: a.optional("step", "")}
 	default:
 		return nil, fmt.Errorf("unknown event %q", verb.val)
 	}
