@@ -238,7 +238,7 @@ func (s *Store) dropKey(b *pebble.Batch, e *execution) error {
 	if err != nil {
 		return s.readErr(e.id, "events", err)
 	}
-	ev, err := s.decodeEvent(1, v)
+	ev, err := s.decodeEvent(e.id, 1, v)
 	closer.Close()
 	if err != nil {
 		return &eventlog.CorruptionError{Execution: e.id, Seq: 1, What: "event", Err: err}

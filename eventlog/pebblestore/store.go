@@ -187,7 +187,7 @@ func (s *Store) foldOwn(id eventlog.ID, lo uint64) (eventlog.StatusState, bool) 
 		if len(k) != 25 || eventSeq(k) != want {
 			return eventlog.StatusState{}, false
 		}
-		ev, err := eventlog.DecodeRecord(want, it.Value())
+		ev, err := eventlog.DecodeRecord(id, want, it.Value())
 		if err != nil {
 			return eventlog.StatusState{}, false
 		}
@@ -226,7 +226,8 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		at = time.Now()
 	}
 	ev := eventlog.Event{Seq: 1, Time: at, Data: created}
-	rec, err := eventlog.AppendRecord(nil, ev)
+	id := eventlog.NewID()
+	rec, err := eventlog.AppendRecord(nil, id, ev)
 	if err != nil {
 		return eventlog.ID{}, err
 	}
@@ -243,7 +244,6 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		}
 	}
 	o := eventlog.NewCreateOptions(opts)
-	id := eventlog.NewID()
 	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, Key: created.Key})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
@@ -691,7 +691,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 			ev.Time = now
 		}
 		events[i] = ev
-		if records[i], err = eventlog.AppendRecord(nil, ev); err != nil {
+		if records[i], err = eventlog.AppendRecord(nil, id, ev); err != nil {
 			return 0, fmt.Errorf("execution %s: %w", id, err)
 		}
 	}
@@ -791,7 +791,8 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	created := *fc
 	created.Parent, created.At = parent, at
 	ev := eventlog.Event{Seq: at + 1, Time: t, Data: &created}
-	rec, err := eventlog.AppendRecord(nil, ev)
+	id := eventlog.NewID()
+	rec, err := eventlog.AppendRecord(nil, id, ev)
 	if err != nil {
 		return eventlog.ID{}, err
 	}
@@ -804,6 +805,9 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, err
 	}
+	if err := s.verifyPrefix(ctx, p, at); err != nil {
+		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
+	}
 	states, err := s.resourceStates(p, at)
 	if err != nil {
 		return eventlog.ID{}, err
@@ -812,7 +816,6 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
 	}
-	id := eventlog.NewID()
 	hdr, err := encodeValue(&header{Agent: p.hdr.Agent, Parent: parent, At: at, Created: nanos(t)})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
@@ -906,7 +909,7 @@ func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, 
 			yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")})
 			return false
 		}
-		ev, err := s.decodeEvent(want, it.Value())
+		ev, err := s.decodeEvent(id, want, it.Value())
 		if err != nil {
 			yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: err})
 			return false
@@ -924,6 +927,65 @@ func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, 
 		return false
 	}
 	return true
+}
+
+// verifyPrefix checks the records of e's lineage up to seq at — every
+// one present and whole where it belongs (eventlog.CheckRecord: header
+// and checksum, which binds the execution and seq; no payload is decoded)
+// — so that a fork never starts from a damaged prefix. Damage is a
+// *eventlog.CorruptionError naming the execution and seq.
+func (s *Store) verifyPrefix(ctx context.Context, e *execution, at uint64) error {
+	next := uint64(1)
+	for _, seg := range e.lineage {
+		hi := min(seg.hi, at)
+		if next > hi {
+			continue
+		}
+		if err := s.verifySegment(ctx, seg.id, next, hi); err != nil {
+			return err
+		}
+		next = hi + 1
+	}
+	return nil
+}
+
+// verifySegment is verifyPrefix's check of the own events lo..hi of id.
+func (s *Store) verifySegment(ctx context.Context, id eventlog.ID, lo, hi uint64) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: eventKey(id, lo),
+		UpperBound: eventKey(id, seqEnd(hi)),
+	})
+	if err != nil {
+		return s.readErr(id, "events", err)
+	}
+	defer it.Close()
+	want := lo
+	for ok := it.First(); ok; ok = it.Next() {
+		if want&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		k := it.Key()
+		if len(k) != 25 || eventSeq(k) != want {
+			return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")}
+		}
+		rec, err := s.resolve(it.Value())
+		if err == nil {
+			err = eventlog.CheckRecord(id, want, rec)
+		}
+		if err != nil {
+			return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: err}
+		}
+		want++
+	}
+	if err := it.Error(); err != nil {
+		return s.readErr(id, "events", err)
+	}
+	if want <= hi {
+		return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")}
+	}
+	return nil
 }
 
 // ResourceStates implements eventlog.Index.

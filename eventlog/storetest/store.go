@@ -66,14 +66,15 @@ func listAll(t *testing.T, s eventlog.Log, f eventlog.Filter) []eventlog.Info {
 }
 
 // sameEvents reports whether a and b hold the same seqs, times and
-// payloads (compared by their encoded records).
+// payloads (compared by their encoded records, both encoded as records of
+// the zero ID: the comparison is of content, not place).
 func sameEvents(a, b []eventlog.Event) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		ra, erra := eventlog.AppendRecord(nil, a[i])
-		rb, errb := eventlog.AppendRecord(nil, b[i])
+		ra, erra := eventlog.AppendRecord(nil, eventlog.ID{}, a[i])
+		rb, errb := eventlog.AppendRecord(nil, eventlog.ID{}, b[i])
 		if a[i].Seq != b[i].Seq || erra != nil || errb != nil || !bytes.Equal(ra, rb) {
 			return false
 		}
