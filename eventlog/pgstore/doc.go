@@ -47,8 +47,11 @@
 // (IdleInTransactionTimeout, unless the URL sets it), so that a process
 // paused inside a transaction does not keep its execution's row locked,
 // and unclaimable by other workers, after its lease expired. An
-// event row that does not decode, or a seq missing from a lineage, is a
-// *eventlog.CorruptionError naming the execution and seq.
+// event row that does not decode — one damaged, or moved to another seq
+// or execution: a record's checksum binds both — or a seq missing from a
+// lineage, is a *eventlog.CorruptionError naming the execution and seq;
+// Fork checks the prefix's rows up to its fork point and refuses such
+// damage.
 //
 // # Notifications
 //
