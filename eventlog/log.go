@@ -42,6 +42,14 @@ type Info struct {
 	LastError string
 	RetryAt   time.Time
 
+	// Quarantined says that a run of this execution failed with
+	// ErrCorrupt and that no Serve runs it until a person lifts the
+	// quarantine (Quarantiner); QuarantineError is that run's error. False
+	// and "" when it is not quarantined (or its store keeps no
+	// quarantine).
+	Quarantined     bool
+	QuarantineError string
+
 	// Key is the execution's start key (execution.created Key, DESIGN
 	// §9): "" for none and for a fork. A Pebble store keeps it in the
 	// header of executions created since Info had it; older ones show "",

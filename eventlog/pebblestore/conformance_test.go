@@ -27,6 +27,10 @@ func TestRetryKeeper(t *testing.T) {
 	storetest.TestRetryKeeper(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }
 
+func TestQuarantiner(t *testing.T) {
+	storetest.TestQuarantiner(t, func(t *testing.T) storetest.Store { return openMem(t) })
+}
+
 func TestDelete(t *testing.T) {
 	storetest.TestDelete(t, func(t *testing.T) storetest.DeleteStore { return openMem(t) })
 }

@@ -101,6 +101,7 @@ func (s *Store) Delete(ctx context.Context, id eventlog.ID) error {
 		return err
 	}
 	_ = b.Delete(stateKey(id), nil)
+	_ = b.Delete(quarantineKey(id), nil)
 	q := executionPrefix(tagInbox, id)
 	_ = b.DeleteRange(q, prefixEnd(q), nil)
 	if err := s.dropKey(b, e); err != nil {

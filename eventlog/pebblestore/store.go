@@ -116,6 +116,9 @@ type execution struct {
 		lease  eventlog.LeaseState  // in memory: see lease.go
 		inbox  inbox                // see inbox.go
 		retry  retryNote            // in memory: see retry.go
+		// quarantine is the error that quarantined the execution, "" for
+		// none (retry.go): kept under its own key, read by loadLocked.
+		quarantine string
 	}
 }
 
@@ -429,6 +432,9 @@ func (s *Store) loadLocked(e *execution) error {
 	case last > st.Head:
 		return &eventlog.CorruptionError{Execution: e.id, Seq: last, What: "event", Err: fmt.Errorf("event past the recorded head %d", st.Head)}
 	}
+	if e.mu.quarantine, err = s.readQuarantine(e.id); err != nil {
+		return err
+	}
 	e.mu.head, e.mu.status = st.Head, st
 	e.mu.index = nil
 	e.mu.inbox = inbox{last: requests} // the pending requests are read on first use
@@ -519,6 +525,7 @@ func (e *execution) infoLocked() eventlog.Info {
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
 		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key,
 		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at,
+		Quarantined: e.mu.quarantine != "", QuarantineError: e.mu.quarantine,
 	}
 }
 

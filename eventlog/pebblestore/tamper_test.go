@@ -44,3 +44,32 @@ func TestTamper(t *testing.T) {
 		return s, keyTamperer{s}
 	})
 }
+
+// A quarantine is a store record: it survives a reopen, and deleting the
+// execution removes it with the rest.
+func TestQuarantineSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	id, other := create(t, s, "coder"), create(t, s, "coder")
+	if newly, err := s.Quarantine(t.Context(), id, "corrupt seq 3"); err != nil || !newly {
+		t.Fatalf("Quarantine = %v, %v", newly, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openDir(t, dir)
+	info, err := s.Info(t.Context(), id)
+	if err != nil || !info.Quarantined || info.QuarantineError != "corrupt seq 3" {
+		t.Fatalf("Info after reopen = %+v, %v; want quarantined by corrupt seq 3", info, err)
+	}
+	if info, err := s.Info(t.Context(), other); err != nil || info.Quarantined {
+		t.Fatalf("the other execution after reopen = %+v, %v", info, err)
+	}
+	if err := s.Delete(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, closer, err := pebblestore.DB(s).Get(append([]byte{'z'}, id[:]...)); err == nil {
+		closer.Close()
+		t.Fatal("the quarantine key outlived Delete")
+	}
+}

@@ -15,7 +15,8 @@
 //     fork point, caller, creation time, idempotency key), its status
 //     (eventlog.StatusState), its head, its lease (epoch, owner, expiry,
 //     released), the inbox's newest request number, and Serve's backoff
-//     note (last_error, retry_ns; schema version 4, eventlog.RetryKeeper).
+//     note (last_error, retry_ns; schema version 4, eventlog.RetryKeeper)
+//     and quarantine (quarantine; schema version 5, eventlog.Quarantiner).
 //     Every write to an
 //     execution locks this row (SELECT … FOR UPDATE) for its transaction.
 //   - events: (execution, seq) → the encoded record (eventlog.AppendRecord).

@@ -110,7 +110,7 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 // or before now, a pending request (an approval decision, a cancel), or —
 // with no wake time and no approval awaited, so parked for a child —
 // children that have all ended — and Serve does not back it off
-// (SetRetry) until after now. Expiry is judged by the database's clock;
+// (SetRetry) until after now, and it is not quarantined (Quarantine). Expiry is judged by the database's clock;
 // wake times by now, the caller's.
 func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]eventlog.Lease, error) {
 	if err := eventlog.CheckClaim(owner, ttl); err != nil {
@@ -133,7 +133,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 		rows, err := tx.Query(ctx, `SELECT e.id FROM `+s.q.executions+` e
 			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
 			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
-			AND e.retry_ns <= $6
+			AND e.retry_ns <= $6 AND e.quarantine = ''
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
 				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id)

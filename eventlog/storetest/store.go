@@ -24,6 +24,7 @@ func TestStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("List", func(t *testing.T) { TestList(t, func(t *testing.T) eventlog.Log { return open(t) }) })
 	t.Run("Inbox", func(t *testing.T) { TestInbox(t, open) })
 	t.Run("RetryKeeper", func(t *testing.T) { TestRetryKeeper(t, open) })
+	t.Run("Quarantiner", func(t *testing.T) { TestQuarantiner(t, open) })
 }
 
 // collect reads seq to its end: the values, and the error, which must
