@@ -204,6 +204,14 @@ func (k *Kernel) changes(ctx context.Context) <-chan eventlog.ID {
 // it clears the note. Any other error is the execution's (recorded in the
 // log) and is logged at Debug.
 //
+// A run that failed because a history is damaged (ErrCorrupt naming an
+// execution: its own, or an ancestor's whose prefix it shares) would fail
+// the same way every time: on a store that implements
+// eventlog.Quarantiner, Serve quarantines the execution instead of
+// backing it off — no Serve runs it again until a person lifts the
+// quarantine (forkline unquarantine ID), deletes it or forks it before
+// the damage — and logs that at Error, once.
+//
 // A recorded outcome is logged even when ctx ended after the run returned
 // it; any other error of a run that ctx cut short says nothing.
 func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID, err error, o serveOptions) {
@@ -213,6 +221,9 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
+	if k.quarantine(ctx, id, err) {
+		return
+	}
 	var keeper eventlog.RetryKeeper
 	eventlog.As(k.log, &keeper)
 	if unrecorded(err) {
@@ -242,6 +253,33 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 	if err != nil {
 		k.logger.Debug("forkline: serve: run ended with an error", "execution", id.String(), "error", err)
 	}
+}
+
+// quarantine quarantines id when err says that a history it reads is
+// damaged and the store keeps quarantines, logging it at Error when it is
+// new; it reports whether id is quarantined now. Damage to the store's
+// files (a *CorruptionError naming no execution) is no execution's: it
+// is backed off like any other unrecorded error.
+func (k *Kernel) quarantine(ctx context.Context, id eventlog.ID, err error) bool {
+	var ce *eventlog.CorruptionError
+	if !errors.As(err, &ce) || ce.Execution.IsZero() {
+		return false
+	}
+	var q eventlog.Quarantiner
+	if !eventlog.As(k.log, &q) {
+		return false
+	}
+	newly, qerr := q.Quarantine(ctx, id, err.Error())
+	if qerr != nil {
+		k.logger.Warn("forkline: serve: cannot quarantine an execution whose history is damaged; backing off",
+			"execution", id.String(), "error", err.Error(), "quarantine_error", qerr.Error())
+		return false
+	}
+	if newly {
+		k.logger.Error("forkline: serve: the execution's history is damaged; quarantined: no Serve runs it until `forkline unquarantine` lifts it (or delete it, or fork it before the damage)",
+			"execution", id.String(), "error", err.Error())
+	}
+	return true
 }
 
 // outage counts Serve's failed attempts to reach the store since it last
@@ -430,6 +468,9 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 		}
 		if info.RetryAt.After(now) {
 			continue // a Serve backs it off (DESIGN §15½.11)
+		}
+		if info.Quarantined {
+			continue // its history is damaged: a person acts first (ranInServe)
 		}
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
 			// A wake time (a sleep, a retry's backoff) is awaited until it
