@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/eventlog/pgstore"
 	"github.com/forkline/forkline/internal/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -120,5 +121,61 @@ func TestExitStatusCorruptWins(t *testing.T) {
 	}
 	if got := exitStatus(fmt.Errorf("x: %w", eventlog.ErrInvalid)); got != exitInput {
 		t.Fatalf("exitStatus(ErrInvalid) = %d, want %d", got, exitInput)
+	}
+}
+
+// TestQuarantineCommands: ls shows a quarantined execution (its status
+// and a line with the error and the ways out; --json its error), and
+// unquarantine lifts it once (issue 30 item 6).
+func TestQuarantineCommands(t *testing.T) {
+	t.Setenv("LLM_MODEL", "")
+	dir := t.TempDir()
+	db := []string{"--dir", dir}
+	if _, stderr, code := runCLI(t, append(db, "--json", "demo")...); code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, stderr)
+	}
+	ids := lsJSON(t, db...)
+	target := ids[1].ID
+	id, err := eventlog.ParseID(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pebblestore.Open(logDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Quarantine(t.Context(), id, "eventlog: execution X: seq 3: corrupt event"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	quarantined := func() []string {
+		var out []string
+		for _, l := range lsJSON(t, db...) {
+			if l.Quarantined != "" {
+				out = append(out, l.ID+" "+l.Quarantined)
+			}
+		}
+		return out
+	}
+	if got := quarantined(); fmt.Sprint(got) != "["+target+" eventlog: execution X: seq 3: corrupt event]" {
+		t.Fatalf("ls --json quarantined: %v", got)
+	}
+	stdout, stderr, code := runCLI(t, append(db, "ls")...)
+	if code != 0 || strings.Count(stdout, ", quarantined") != 1 ||
+		!strings.Contains(stdout, "("+target+" is quarantined: eventlog: execution X: seq 3: corrupt event; Serve does not run it: forkline unquarantine ID") {
+		t.Fatalf("ls: exit %d\n%s%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = runCLI(t, append(db, "unquarantine", target[:13])...)
+	if code != 0 || stdout != "lifted the quarantine of "+target+" (eventlog: execution X: seq 3: corrupt event); Serve runs it again\n" {
+		t.Fatalf("unquarantine: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := quarantined(); len(got) != 0 {
+		t.Fatalf("still quarantined after unquarantine: %v", got)
+	}
+	stdout, _, code = runCLI(t, append(db, "unquarantine", target)...)
+	if code != 0 || stdout != target+" is not quarantined; nothing changed\n" {
+		t.Fatalf("second unquarantine: exit %d: %s", code, stdout)
 	}
 }
