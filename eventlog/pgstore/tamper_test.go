@@ -2,7 +2,9 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pgstore"
@@ -62,4 +64,44 @@ func TestTamper(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		return s, sqlTamperer{schema: schema}
 	})
+}
+
+// TestTamperedRequest: an inbox row whose record is that of another
+// request — the same execution's request 1, or another execution's
+// request 2 — over request 2 is corruption naming the execution and the
+// request, not a request read as another (a request binds its execution
+// and number).
+func TestTamperedRequest(t *testing.T) {
+	url, schema := pgtest.Schema(t)
+	s, err := pgstore.Open(t.Context(), url, pgstore.WithSchema(schema), pgstore.WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	a, b := create(t, s, "a"), create(t, s, "a")
+	for _, id := range []eventlog.ID{a, a, b, b} {
+		if _, err := s.Request(ctx, id, &eventlog.CancelRequested{Reason: "stop " + id.String()}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := sqlTamperer{schema: schema}
+	record := func(id eventlog.ID, n int64) []byte {
+		var rec []byte
+		p.query(t, `SELECT record FROM `+schema+`.requests WHERE execution = $1 AND n = $2`, []any{&rec}, id[:], n)
+		return rec
+	}
+	good := record(a, 2)
+	for name, rec := range map[string][]byte{"request 1": record(a, 1), "another execution's request 2": record(b, 2)} {
+		p.query(t, `UPDATE `+schema+`.requests SET record = $3 WHERE execution = $1 AND n = $2`, nil, a[:], int64(2), rec)
+		_, err := s.Requests(ctx, a)
+		var ce *eventlog.CorruptionError
+		if !errors.As(err, &ce) || !errors.Is(err, eventlog.ErrCorrupt) || ce.Execution != a || ce.What != "request 2" {
+			t.Errorf("Requests with %s over request 2 = %v, want a *CorruptionError naming %s request 2", name, err, a)
+		}
+	}
+	p.query(t, `UPDATE `+schema+`.requests SET record = $3 WHERE execution = $1 AND n = $2`, nil, a[:], int64(2), good)
+	if rs, err := s.Requests(ctx, a); err != nil || len(rs) != 2 {
+		t.Fatalf("Requests with the record restored = %v, %v", rs, err)
+	}
 }
