@@ -257,7 +257,9 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 
 // quarantine quarantines id when err says that a history it reads is
 // damaged and the store keeps quarantines, logging it at Error when it is
-// new; it reports whether id is quarantined now. Damage to the store's
+// new; it reports whether id is quarantined now. runLeased calls it
+// before it releases the lease, ranInServe again (a second call finds the
+// quarantine and logs nothing). Damage to the store's
 // files (a *CorruptionError naming no execution) is no execution's: it
 // is backed off like any other unrecorded error.
 func (k *Kernel) quarantine(ctx context.Context, id eventlog.ID, err error) bool {
@@ -367,6 +369,11 @@ func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease ev
 		_, err := k.runOwned(lctx, lease.ID, lease)
 		lease = end()
 		if !k.resumable(ctx, err) || resumes == maxSameLeaseResumes {
+			if ctx.Err() == nil {
+				// Before the lease goes: released first, the execution
+				// could be claimed again before its quarantine.
+				k.quarantine(context.WithoutCancel(ctx), lease.ID, err)
+			}
 			k.release(ctx, leaser, lease)
 			return err
 		}
