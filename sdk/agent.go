@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/forkline/forkline/eventlog"
 )
@@ -60,7 +61,12 @@ func Register[In, Out any](k *Kernel, agent string, h func(context.Context, In) 
 	if _, dup := k.mu.agents[agent]; dup {
 		return nil, fmt.Errorf("%w: agent %q is already registered", ErrInvalid, agent)
 	}
-	k.mu.agents[agent] = registered{run: run, check: check}
+	var nullable bool
+	switch reflect.TypeFor[In]().Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice:
+		nullable = true
+	}
+	k.mu.agents[agent] = registered{run: run, check: check, nullable: nullable}
 	return &Agent[In, Out]{k: k, name: agent}, nil
 }
 

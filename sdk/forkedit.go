@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,7 +45,9 @@ type forkResult struct {
 // checked the same way.
 //
 // v must encode, and decode into the agent's input type when the agent is
-// registered with this kernel; otherwise Fork returns an error wrapping
+// registered with this kernel (strictly: no unknown fields, no trailing
+// data, and null only for an input type that has it — a pointer,
+// interface, map or slice); otherwise Fork returns an error wrapping
 // [ErrInvalid] and writes nothing. Strict is off in a fork with a new input.
 func WithInput(v any) ForkOption {
 	return func(e *forkEdit) error {
@@ -166,6 +169,11 @@ func (k *Kernel) forkInput(ctx context.Context, id eventlog.ID, v any) ([]byte, 
 	r, ok := k.mu.agents[info.Agent]
 	k.mu.Unlock()
 	if ok {
+		if !r.nullable && string(bytes.TrimSpace(in)) == "null" {
+			// Go decodes null into any type as "no change": the handler
+			// would get a zero input nobody gave.
+			return nil, fmt.Errorf("%w: sdk: fork of %s: agent %q: input null: its input type has no null", ErrInvalid, id, info.Agent)
+		}
 		if err := r.check(in); err != nil {
 			return nil, fmt.Errorf("%w: sdk: fork of %s: agent %q: %v", ErrInvalid, id, info.Agent, err)
 		}

@@ -716,3 +716,69 @@ func TestForkWithoutInputNeverDiverges(t *testing.T) {
 		t.Fatalf("fork events (-want +got):\n%s", diff)
 	}
 }
+
+// TestForkInputDecodes: a fork's new input that the registered agent
+// cannot decode into its input type ("x", null, [], {"Task":123}, an
+// unknown field, trailing data) is ErrInvalid and writes nothing; null is
+// accepted for an agent whose input type has it; a good input forks.
+func TestForkInputDecodes(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	type task struct {
+		Task string `json:"task"`
+	}
+	k := newKernel(t, st, func(k *sdk.Kernel) {
+		if _, err := sdk.Register(k, "tasker", func(ctx context.Context, in task) (string, error) { return in.Task, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sdk.Register(k, "maybe", func(ctx context.Context, in *task) (string, error) { return "", nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	id, err := k.Start(ctx, "tasker", task{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() []string {
+		var out []string
+		infos, err := k.List(ctx, sdk.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, info := range infos {
+			for _, ev := range events(t, k, info.ID) {
+				out = append(out, fmt.Sprintf("%s %d %s", info.ID, ev.Seq, ev.Kind()))
+			}
+		}
+		return out
+	}
+	before := snapshot()
+	for _, in := range []string{`"x"`, `null`, ` null `, `[]`, `{"Task":123}`, `{"task":"a","extra":1}`, `{"task":"a"} {}`} {
+		if _, err := k.Fork(ctx, id, 2, sdk.WithInput(json.RawMessage(in))); !errors.Is(err, sdk.ErrInvalid) {
+			t.Errorf("Fork with input %s: %v, want ErrInvalid", in, err)
+		}
+	}
+	if _, err := k.Fork(ctx, id, 2, sdk.WithInput(nil)); !errors.Is(err, sdk.ErrInvalid) {
+		t.Errorf("Fork with a nil input: %v, want ErrInvalid", err)
+	}
+	if after := snapshot(); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Fatalf("refused forks wrote:\n%s\nwas\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+	}
+	fid, err := k.Fork(ctx, id, 2, sdk.WithInput(json.RawMessage(`{"task":"u"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := events(t, k, fid); len(got) != 3 || got[2].Kind() != eventlog.KindForkCreated {
+		t.Fatalf("the good fork's events: %v", got)
+	}
+	mid, err := k.Start(ctx, "maybe", &task{Task: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Fork(ctx, mid, 1, sdk.WithInput(json.RawMessage(`null`))); err != nil {
+		t.Errorf("Fork with null for a pointer input: %v", err)
+	}
+}

@@ -74,6 +74,10 @@ type handler func(ctx context.Context, input []byte) ([]byte, error)
 type registered struct {
 	run   handler
 	check func(input []byte) error
+	// nullable reports that JSON null is a value of the input type (a
+	// pointer, interface, map or slice): a fork's new input of null is
+	// refused otherwise.
+	nullable bool
 }
 
 // Option configures a Kernel.

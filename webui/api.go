@@ -25,7 +25,7 @@ func (s *server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/e/{id}/coverage", s.apiCoverage)
 	mux.HandleFunc("GET /api/usage", s.apiUsage)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		apiError(w, http.StatusNotFound, fmt.Errorf("%w: no API endpoint %s %s", eventlog.ErrNotFound, r.Method, r.URL.Path))
+		apiError(w, http.StatusNotFound, fmt.Errorf("%w: no API endpoint %s %s", eventlog.ErrNotFound, r.Method, clipText(r.URL.Path, 80)))
 	})
 }
 
@@ -72,7 +72,7 @@ func apiBad(w http.ResponseWriter, format string, args ...any) {
 func apiID(w http.ResponseWriter, r *http.Request) (eventlog.ID, bool) {
 	id, err := eventlog.ParseID(r.PathValue("id"))
 	if err != nil {
-		apiBad(w, "execution ID %q: %v", r.PathValue("id"), err)
+		apiBad(w, "execution ID %q: want 32 hex digits", clipText(r.PathValue("id"), 64))
 		return id, false
 	}
 	return id, true
@@ -86,7 +86,7 @@ func apiUint(w http.ResponseWriter, r *http.Request, name string, def uint64) (u
 	}
 	n, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil {
-		apiBad(w, "%s=%q: want a number", name, raw)
+		apiBad(w, "%s=%q: want a number", name, clipText(raw, 64))
 		return 0, false
 	}
 	return n, true
@@ -112,7 +112,7 @@ func (s *server) apiExecutions(w http.ResponseWriter, r *http.Request) {
 		for _, name := range strings.Split(raw, ",") {
 			st, err := eventlog.ParseStatus(strings.TrimSpace(name))
 			if err != nil {
-				apiBad(w, "status=%q: %v", raw, err)
+				apiBad(w, "status=%q: want names of statuses (pending, running, waiting, completed, failed, cancelled) joined by commas", clipText(raw, 64))
 				return
 			}
 			f.Status = append(f.Status, st)
@@ -122,7 +122,7 @@ func (s *server) apiExecutions(w http.ResponseWriter, r *http.Request) {
 		if raw := q.Get(name); raw != "" {
 			id, err := eventlog.ParseID(raw)
 			if err != nil {
-				apiBad(w, "%s=%q: %v", name, raw, err)
+				apiBad(w, "%s=%q: want 32 hex digits", name, clipText(raw, 64))
 				return
 			}
 			*dst = id

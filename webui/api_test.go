@@ -201,13 +201,14 @@ func TestAPIErrors(t *testing.T) {
 			t.Errorf("GET %s: %s, %+v (%v); want %d with code %q", path, resp.Status, e, derr, want.status, want.code)
 		}
 	}
-	tokened := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set(serveapi.TokenHeader, "other")
-		webui.Handler(r.k).ServeHTTP(w, req)
-	}))
+	// Dial presents its token and wants the proof of it back.
+	tokened := httptest.NewServer(webui.Handler(r.k, webui.WithToken("other")))
 	defer tokened.Close()
 	if _, err := serveapi.Dial(context.Background(), tokened.URL, "mine"); !errors.Is(err, serveapi.ErrUnreachable) {
 		t.Errorf("Dial of a server with another token: %v, want ErrUnreachable", err)
+	}
+	if _, err := serveapi.Dial(context.Background(), r.srv.URL, "mine"); !errors.Is(err, serveapi.ErrUnreachable) {
+		t.Errorf("Dial of a server that demands no token (so proves none): %v, want ErrUnreachable", err)
 	}
 	if l, err := serveapi.Dial(context.Background(), tokened.URL, "other"); err != nil {
 		t.Errorf("Dial with the server's token: %v", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/forkline/forkline/sdk"
+	"github.com/forkline/forkline/webui"
 )
 
 // chromium returns the path of the headless browser, or skips the test
@@ -50,7 +52,8 @@ func inked(t *testing.T, shot []byte) (ink, total int) {
 	return ink, b.Dx() * b.Dy()
 }
 
-// TestBrowser drives the page in headless chromium: the list shows a
+// TestBrowser drives the page in headless chromium, signed in through
+// /login?token= with a token and the Host check on: the list shows a
 // running execution, its page gains events while it runs, and forking from
 // the page creates a fork whose page opens. FORKLINE_SCREENSHOT=FILE keeps
 // the screenshot of the execution page (docs/serve.png is the demo's page,
@@ -73,6 +76,8 @@ func TestBrowser(t *testing.T) {
 		<-ran
 	}()
 
+	srv := httptest.NewServer(webui.Handler(r.k, webui.WithToken(secret), webui.WithHosts()))
+	defer srv.Close() // after the browser is gone, with its live streams
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 1000), chromedp.Flag("disable-dev-shm-usage", true))
 	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
@@ -97,8 +102,16 @@ func TestBrowser(t *testing.T) {
 		return s
 	}
 
+	// Served as forkline serve serves it: the browser signs in through
+	// the link with the token, which leaves it at the list without the
+	// token in the address.
+	do(chromedp.Navigate(srv.URL + "/login?token=" + secret))
+	if loc, err := chromedp.Run(bctx, chromedp.Location()); err != nil || loc != srv.URL+"/" {
+		t.Fatalf("after signing in the browser is at %q (%v), want %s/", loc, err, srv.URL)
+	}
+
 	// The list shows the running execution.
-	do(chromedp.Navigate(r.srv.URL + "/?status=running"))
+	do(chromedp.Navigate(srv.URL + "/?status=running"))
 	if list := text("#executions"); !strings.Contains(list, id.String()) || !strings.Contains(list, "running") {
 		t.Fatalf("list of running executions:\n%s", list)
 	}
@@ -151,7 +164,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// The parent's page with its fork: a screenshot that is not empty.
-	do(chromedp.Navigate(r.srv.URL+"/e/"+id.String()), chromedp.WaitVisible(chromedp.CSS("#seq-7")),
+	do(chromedp.Navigate(srv.URL+"/e/"+id.String()), chromedp.WaitVisible(chromedp.CSS("#seq-7")),
 		chromedp.Sleep(time.Second)) // the timeline frame reloads after the last event
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {

@@ -36,16 +36,36 @@
 //     redirects to the execution's page; a step that awaits no decision is
 //     409, a name sdk.By refuses is 400, and nothing is written.
 //
-// The forms that write (fork, approve, reject) refuse requests that a
-// browser marks as coming from another site (http.CrossOriginProtection).
+// # Who may ask
+//
+// With [WithToken] (forkline serve sets it) every route but /login — the
+// pages, the live stream and the JSON API alike, since they show every
+// payload — demands the token: a program presents it as
+// "Authorization: Bearer TOKEN"; a browser signs in once through
+// /login?token=TOKEN (the link forkline serve prints at start), which sets
+// an HttpOnly, SameSite=Strict cookie holding a value derived from the
+// token and redirects to the list without the token in the address. A
+// request without the token, or with a wrong one, is 401 and does
+// nothing. The token is never in an answer; an answer to a request that
+// presented it carries [serveapi.ProofHeader], by which the read commands
+// know the server. With [WithHosts], a request whose Host header names
+// anything but localhost, a loopback address or the hosts given is 421:
+// after a DNS rebinding a foreign page's requests name its own host.
+// The forms that write (fork, approve, reject) also refuse requests that
+// a browser marks as coming from another site (http.CrossOriginProtection,
+// 403), and, signed in by the cookie, requests that name no page they come
+// from (no Origin or Sec-Fetch-Site, 403). Every request's body is capped
+// at [MaxBody] (413, before reading when its length says so).
+// Without WithToken and WithHosts, for a program that mounts the handler
+// behind its own authentication, every request is answered.
 //
 // # JSON API
 //
 // What another process needs to read the log this one holds (DESIGN §11:
 // Pebble locks its folder, so `forkline ls` and the other read commands
 // read through `forkline serve`). Answers are JSON; errors are
-// {"error", "code"} with code not_found, invalid, corrupt, conflict or
-// closed, answered 404, 400 or 500.
+// {"error", "code"} with code not_found, invalid, corrupt, conflict,
+// closed or unauthorized, answered 404, 400, 500 or 401.
 //
 //   - GET /api/executions?agent=&status=a,b&parent=&caller=&after=&limit=
 //     lists executions (eventlog.Log.List).
@@ -62,7 +82,7 @@
 // The API only reads; forks are made through the page.
 //
 // Bad input (an unknown or malformed ID, a seq out of range, an unknown
-// status) is answered 400 or 404 with a message that says what was wrong,
-// and nothing is appended. The pages are plain HTML, CSS and a little
+// status) is answered 400 or 404 with a message that says what was wrong
+// (quoting at most 64 characters of it), and nothing is appended. The pages are plain HTML, CSS and a little
 // JavaScript embedded in the binary; there is no build step.
 package webui

@@ -45,13 +45,16 @@ func Handler(k *sdk.Kernel, opts ...Option) http.Handler {
 	mux.HandleFunc("POST /e/{id}/reject", s.decide(false))
 	s.api(mux)
 	// The forms that fork and decide approvals change the log: refuse
-	// their requests from other sites' pages.
-	return http.NewCrossOriginProtection().Handler(mux)
+	// their requests from other sites' pages, after the Host, the token and
+	// the body's size are checked (access.go).
+	return s.guard(http.NewCrossOriginProtection().Handler(mux))
 }
 
 type server struct {
 	k       *sdk.Kernel
 	differs map[string]driver.Differ // by DriverID, for the diff page
+	token   string                   // WithToken: demanded of every route but /login
+	hosts   map[string]bool          // WithHosts: nil answers every Host
 }
 
 // badRequest answers 400 with msg.
@@ -76,7 +79,7 @@ func fail(w http.ResponseWriter, err error) {
 func (s *server) info(w http.ResponseWriter, r *http.Request) (eventlog.Info, bool) {
 	id, err := eventlog.ParseID(r.PathValue("id"))
 	if err != nil {
-		badRequest(w, "execution ID %q: %v", r.PathValue("id"), err)
+		badRequest(w, "execution ID %q: want 32 hex digits", clipText(r.PathValue("id"), 64))
 		return eventlog.Info{}, false
 	}
 	info, err := s.k.Log().Info(r.Context(), id)
@@ -107,7 +110,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	if page.Status != "" {
 		st, err := eventlog.ParseStatus(page.Status)
 		if err != nil {
-			badRequest(w, "status %q: %v (one of %s)", page.Status, err, strings.Join(page.Statuses, ", "))
+			badRequest(w, "status %q: want one of %s", clipText(page.Status, 64), strings.Join(page.Statuses, ", "))
 			return
 		}
 		f.Status = []eventlog.Status{st}
@@ -115,7 +118,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	if page.Parent != "" {
 		id, err := eventlog.ParseID(page.Parent)
 		if err != nil {
-			badRequest(w, "parent %q: %v", page.Parent, err)
+			badRequest(w, "parent %q: want 32 hex digits", clipText(page.Parent, 64))
 			return
 		}
 		f.Parent = id
@@ -286,7 +289,7 @@ func (s *server) forkPoint(w http.ResponseWriter, r *http.Request) (eventlog.Inf
 	raw := r.FormValue("at")
 	at, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil || at == 0 || at > info.Head {
-		badRequest(w, "at=%q: want the seq of an event of %s, 1 to %d", raw, info.ID, info.Head)
+		badRequest(w, "at=%q: want the seq of an event of %s, 1 to %d", clipText(raw, 64), info.ID, info.Head)
 		return info, 0, false
 	}
 	return info, at, true

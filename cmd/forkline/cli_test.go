@@ -638,8 +638,9 @@ func TestTreeShowsChildren(t *testing.T) {
 	}
 }
 
-// TestServe: serve answers the executions page until interrupted, then
-// exits 0; an address it cannot listen on is bad input.
+// TestServe: serve answers the executions page to a request presenting
+// its token (--token) until interrupted, then exits 0; one without is 401;
+// an address it cannot listen on is bad input.
 func TestServe(t *testing.T) {
 	f := newFixture(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -651,10 +652,14 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb bytes.Buffer
 	code := make(chan int, 1)
-	go func() { code <- runContext(ctx, []string{"--dir", f.dir, "serve", "--addr", addr}, &out, &errb) }()
+	go func() {
+		code <- runContext(ctx, []string{"--dir", f.dir, "serve", "--addr", addr, "--token", "t0ps3cret"}, &out, &errb)
+	}()
 	var body string
 	for i := 0; ; i++ {
-		resp, err := http.Get("http://" + addr + "/")
+		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+		req.Header.Set("Authorization", "Bearer t0ps3cret")
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -668,6 +673,14 @@ func TestServe(t *testing.T) {
 	}
 	if !strings.Contains(body, "forkline · executions") || !strings.Contains(body, f.ids["A"].String()) {
 		t.Fatalf("GET / =\n%s", body)
+	}
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET / without the token: %s", resp.Status)
 	}
 	cancel()
 	if c := <-code; c != exitOK {

@@ -31,7 +31,8 @@
 // for readers, so while `forkline serve` holds it they read through its
 // JSON API instead, found by the serve.json it writes (and removes on
 // exit; a file left by a crash is ignored once the log is free, and is
-// refused when its server does not answer with its token), and print
+// refused when its server does not answer with the proof of its token),
+// presenting its token as a bearer header, and print
 // exactly what they print reading directly. While another process holds
 // the log and no server is advertised, they say the log is "in use" and
 // suggest forkline serve; the write commands name the serving process.

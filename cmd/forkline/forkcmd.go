@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/fork"
 	"github.com/forkline/forkline/sdk"
 )
@@ -37,17 +39,17 @@ func (f *forkEdit) options() ([]sdk.ForkOption, error) {
 	var opts []sdk.ForkOption
 	if f.input != "" {
 		if !json.Valid([]byte(f.input)) {
-			return nil, inputErrorf("fork: --input %q is not JSON", f.input)
+			return nil, inputErrorf("fork: --input %q is not JSON", clip(f.input, 64))
 		}
 		opts = append(opts, sdk.WithInput(json.RawMessage(f.input)))
 	}
 	for _, r := range f.results {
 		step, value, ok := strings.Cut(r, "=")
 		if !ok || step == "" {
-			return nil, inputErrorf("fork: --result %q: want STEPID=JSON", r)
+			return nil, inputErrorf("fork: --result %q: want STEPID=JSON", clip(r, 64))
 		}
 		if !json.Valid([]byte(value)) {
-			return nil, inputErrorf("fork: --result %s: %q is not JSON", step, value)
+			return nil, inputErrorf("fork: --result %s: %q is not JSON", clip(step, 64), clip(value, 64))
 		}
 		opts = append(opts, sdk.WithResult(step, json.RawMessage(value)))
 	}
@@ -55,6 +57,37 @@ func (f *forkEdit) options() ([]sdk.ForkOption, error) {
 		opts = append(opts, sdk.RequireCovered())
 	}
 	return opts, nil
+}
+
+// checkInput reports whether input decodes into the input type of agent,
+// for the agents whose code the command has (the demo's coder agent), as
+// the kernel that runs it will decode it: strictly, and null refused (a
+// struct has none). Other agents' inputs are checked by the program that
+// registers them, when it runs the fork.
+func checkInput(agent string, input []byte) error {
+	switch agent {
+	case coderAgent:
+		return decodeStrict[coder.Input](agent, input)
+	}
+	return nil
+}
+
+// decodeStrict decodes input into a T as the kernel does: no unknown
+// field, nothing after the value, and no null.
+func decodeStrict[T any](agent string, input []byte) error {
+	var v T
+	if string(bytes.TrimSpace(input)) == "null" {
+		return fmt.Errorf("agent %s takes a %T, which has no null", agent, v)
+	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("agent %s takes a %T: %v", agent, v, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("agent %s takes a %T: data after the value", agent, v)
+	}
+	return nil
 }
 
 // cmdClock is the kernel clock of the commands that write: now.
@@ -72,6 +105,11 @@ func cmdFork(e *env, idArg, seqArg string, edit forkEdit) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
 			return err
+		}
+		if edit.input != "" {
+			if err := checkInput(info.Agent, []byte(edit.input)); err != nil {
+				return inputErrorf("fork: --input %s: %v", clip(edit.input, 64), err)
+			}
 		}
 		var seq uint64
 		switch {

@@ -60,7 +60,8 @@ func forkCreated(t *testing.T, dir string, id eventlog.ID, seq uint64) *eventlog
 }
 
 // TestForkEditFlags: --input and --result are recorded in fork.created;
-// bad edits are input errors that write nothing (DESIGN §12).
+// bad edits are input errors that write nothing (DESIGN §12), an --input
+// the coder agent cannot decode into its input type among them.
 func TestForkEditFlags(t *testing.T) {
 	f := newFixture(t)
 	a := f.ids["A"]
@@ -95,6 +96,12 @@ func TestForkEditFlags(t *testing.T) {
 		{[]string{"fork", a.String(), fmt.Sprint(seq), "--result", step}, "STEPID=JSON"},
 		{[]string{"fork", a.String(), fmt.Sprint(seq), "--result", step + "={"}, "not JSON"},
 		{[]string{"fork", a.String(), fmt.Sprint(seq), "--input", "nope"}, "not JSON"},
+		// JSON that the coder agent's input type does not take (issue 30).
+		{[]string{"fork", a.String(), fmt.Sprint(seq), "--input", `"x"`}, "agent coder takes a coder.Input"},
+		{[]string{"fork", a.String(), fmt.Sprint(seq), "--input", `null`}, "has no null"},
+		{[]string{"fork", a.String(), fmt.Sprint(seq), "--input", `[]`}, "agent coder takes a coder.Input"},
+		{[]string{"fork", a.String(), fmt.Sprint(seq), "--input", `{"Task":123}`}, "agent coder takes a coder.Input"},
+		{[]string{"fork", a.String(), fmt.Sprint(seq), "--input", `{"task":"t","model":"m"}`}, "unknown field"},
 		{[]string{"fork", a.String(), "20", "--require-covered"}, "not covered"},
 	} {
 		_, stderr, code := runCLI(t, append([]string{"--dir", f.dir}, c.args...)...)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +76,10 @@ func cmdUnquarantine(e *env, prefix string) error {
 // gcStatuses are the statuses gc deletes by default: the ended ones.
 const gcStatuses = "completed,failed,cancelled"
 
+// durationSyntax is what time.ParseDuration reads when the value fits: a
+// duration it refuses that matches is too long.
+var durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // parseGC checks gc's flags: the statuses (never running: a running
 // execution is refused by Delete) and a positive age.
 func parseGC(statuses, olderThan string) (eventlog.Filter, time.Duration, error) {
@@ -91,8 +97,12 @@ func parseGC(statuses, olderThan string) (eventlog.Filter, time.Duration, error)
 		return f, 0, inputErrorf("gc: --older-than DURATION is required (say 168h for a week)")
 	}
 	age, err := time.ParseDuration(olderThan)
+	if err != nil && durationSyntax.MatchString(olderThan) {
+		return f, 0, inputErrorf("gc --older-than %s: too long: a duration goes up to %s (about 292 years)",
+			clip(olderThan, 64), time.Duration(math.MaxInt64).Truncate(time.Hour))
+	}
 	if err != nil {
-		return f, 0, inputErrorf("gc --older-than %q: want a Go duration such as 168h or 90m", olderThan)
+		return f, 0, inputErrorf("gc --older-than %q: want a Go duration such as 168h or 90m", clip(olderThan, 64))
 	}
 	if age < 0 {
 		return f, 0, inputErrorf("gc --older-than %s: the age must not be negative", olderThan)

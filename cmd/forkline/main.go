@@ -67,7 +67,8 @@ Commands:
   show <id> <seq>           one event, its payload decoded
   fork <id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered]
                             create a fork at an event and print its plan;
-                            --input gives it a new input, --result replays
+                            --input gives it a new input (for the coder
+                            agent, JSON its input type takes), --result replays
                             JSON as a step's result (fork at that step's
                             terminal event), --require-covered refuses an
                             uncovered point
@@ -80,10 +81,21 @@ Commands:
   check --agent coder [DIR] replay every recorded execution of the coder agent
                             against the current code (read-only) and list
                             where they diverge; exit 1 if any does
+  reclose                   when Open says FORKLINE-CLOSED (the clean-close
+                            record) fails its check and the record is what
+                            was damaged: re-verify DIR/log without it (tables,
+                            write-ahead logs, every event's checksum), then
+                            write a new one; the old one is kept aside
   serve [--addr HOST:PORT]  serve the web page of the executions (default
                             127.0.0.1:7070): list, fork tree, live timelines,
                             coverage, forking; until interrupted. Meanwhile
-                            the read commands on DIR read through it
+                            the read commands on DIR read through it. Every
+                            page wants a token: open the sign-in link it
+                            prints (--token T sets the token; --insecure
+                            demands none). It answers only requests for
+                            localhost, loopback addresses and the listening
+                            address (--allow-host NAME adds one); an address
+                            that is not loopback needs --token or --insecure
 
 Flags (before or after the command):
   --dir DIR    data folder (default ./forkline-data): the event log lives in
@@ -159,7 +171,7 @@ type command struct {
 func commands() []*command {
 	var demoTask string
 	var htmlFile, diffHTML string
-	serveAddr := defaultAddr
+	sv := serveFlags{addr: defaultAddr}
 	var lsStatus, lsAgent, lsKey, cancelReason, checkAgent string
 	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
 	var gcStatus, gcOlder string
@@ -254,9 +266,19 @@ func commands() []*command {
 				fs.StringVar(&diffHTML, "html", "", "also write the comparison as an HTML page to this file")
 			},
 			run: func(e *env, pos []string) error { return cmdDiff(e, pos[0], pos[1], diffHTML) }},
-		{name: "serve", args: "[--addr HOST:PORT]", short: "serve the web page of the executions",
-			flags: func(fs *flag.FlagSet) { fs.StringVar(&serveAddr, "addr", defaultAddr, "the address to listen on") },
-			run:   func(e *env, _ []string) error { return cmdServe(e, serveAddr) }},
+		{name: "reclose", short: "re-verify a log whose clean-close record (FORKLINE-CLOSED) fails its check, and rewrite the record",
+			run: func(e *env, _ []string) error { return cmdReclose(e) }},
+		{name: "serve", args: "[--addr HOST:PORT] [--allow-host NAME]… [--token T | --insecure]", short: "serve the web page of the executions",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&sv.addr, "addr", defaultAddr, "the address to listen on")
+				fs.Func("allow-host", "also answer requests whose Host header names `NAME` (repeatable)", func(v string) error {
+					sv.hosts = append(sv.hosts, v)
+					return nil
+				})
+				fs.StringVar(&sv.token, "token", "", "the secret clients present (default: a random one, printed in the sign-in link)")
+				fs.BoolVar(&sv.insecure, "insecure", false, "demand no token: anyone who reaches the address reads and writes")
+			},
+			run: func(e *env, _ []string) error { return cmdServe(e, sv) }},
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"image/png"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,7 +18,9 @@ import (
 // README's quick start shows: `forkline serve` on the folder of
 // `forkline demo`, at the demo's first execution with its two forks. The
 // page must show the execution, both forks and every event; with
-// FORKLINE_SCREENSHOT=FILE the screenshot is kept (docs/serve.png). It
+// FORKLINE_SCREENSHOT=FILE the screenshot is kept (docs/serve.png). The
+// browser signs in through the link serve prints (before, the page is
+// refused). It
 // skips without chromium (fails with FORKLINE_REQUIRE_BROWSER=1).
 func TestServeScreenshot(t *testing.T) {
 	path := ""
@@ -46,23 +47,13 @@ func TestServeScreenshot(t *testing.T) {
 	}
 	root := listed[0]
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// serve in another process; the browser signs in through the link
+	// it prints.
+	s := startServe(t, dir)
+	defer s.stop(t)
+	if s.login == "" {
+		t.Fatal("serve printed no sign-in link")
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	var out, errb bytes.Buffer
-	go func() { done <- runContext(ctx, []string{"--dir", dir, "serve", "--addr", addr}, &out, &errb) }()
-	defer func() {
-		stop()
-		if c := <-done; c != exitOK {
-			t.Errorf("serve exited %d: %s", c, errb.String())
-		}
-	}()
-
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 1000), chromedp.Flag("disable-dev-shm-usage", true))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -72,16 +63,20 @@ func TestServeScreenshot(t *testing.T) {
 	bctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
 	defer cancelT()
 	last := fmt.Sprintf("#seq-%d", root.Head)
-	// serve may not listen yet: the page is retried until it loads.
-	var loadErr error
-	for range 50 {
-		if loadErr = chromedp.Do(bctx, chromedp.Navigate("http://"+addr+"/e/"+root.ID)); loadErr == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.url+"e/"+root.ID)); err != nil {
+		t.Fatal(err)
 	}
-	if loadErr != nil {
-		t.Fatal(loadErr)
+	if body, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("body"))); err != nil || !strings.Contains(body, "wants its token") {
+		t.Fatalf("the page before signing in: %q, %v", body, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.login)); err != nil {
+		t.Fatal(err)
+	}
+	if loc, err := chromedp.Run(bctx, chromedp.Location()); err != nil || loc != s.url {
+		t.Fatalf("after signing in the browser is at %q (%v), want %s without the token", loc, err, s.url)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.url+"e/"+root.ID)); err != nil {
+		t.Fatal(err)
 	}
 	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(last)),
 		chromedp.Sleep(time.Second)); err != nil { // the timeline frame loads after the table

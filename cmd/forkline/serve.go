@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/forkline/forkline/internal/serveapi"
@@ -19,33 +21,76 @@ import (
 // only, since the page can create forks.
 const defaultAddr = "127.0.0.1:7070"
 
+// serveFlags are the flags of serve.
+type serveFlags struct {
+	addr     string   // --addr HOST:PORT
+	hosts    []string // --allow-host: more names the Host header may give
+	token    string   // --token: the secret; "" for a random one
+	insecure bool     // --insecure: demand no token
+}
+
 // cmdServe serves the web page of the data folder's executions (package
-// webui) on addr until the command is interrupted. The log stays open, and
-// Pebble locks it, so the command advertises itself in the folder
-// (serveapi.Advert, removed on exit) and the read commands of other
-// processes read through its JSON API meanwhile (DESIGN §11); a write
-// command names it in its error. On Postgres nothing is advertised: every
-// command opens the database itself.
-func cmdServe(e *env, addr string) error {
+// webui) on sv.addr until the command is interrupted. Every route but
+// /login demands the token (sv.token, or a random one), presented by the
+// read commands as a bearer header and by a browser through the sign-in
+// link printed at start; requests naming a Host other than localhost, a
+// loopback address, the listening address or an --allow-host name are
+// refused (DNS rebinding). An address that is not loopback is refused
+// unless --token or --insecure says the network may reach it. The log
+// stays open, and Pebble locks it, so the command advertises itself in the
+// folder (serveapi.Advert with the token, mode 0600, removed on exit) and
+// the read commands of other processes read through its JSON API
+// meanwhile (DESIGN §11); a write command names it in its error. On
+// Postgres nothing is advertised: every command opens the database itself.
+func cmdServe(e *env, sv serveFlags) error {
+	if sv.token != "" && sv.insecure {
+		return inputErrorf("serve: --token and --insecure contradict each other: give one")
+	}
+	for _, h := range sv.hosts {
+		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ \t") || (strings.Contains(h, ":") && net.ParseIP(strings.Trim(h, "[]")) == nil) {
+			return inputErrorf("serve: --allow-host %q: want a host name or an IP address, without a port", clip(h, 64))
+		}
+	}
+	token := sv.token
+	if token == "" {
+		var err error
+		if token, err = serveapi.NewToken(); err != nil {
+			return err
+		}
+	}
 	return withLog(e, func(s logStore) error {
 		k, err := sdk.New(s)
 		if err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", addr)
+		ln, err := net.Listen("tcp", sv.addr)
 		if err != nil {
-			return inputErrorf("serve: listen on %q: %v", addr, err)
+			return inputErrorf("serve: listen on %q: %v", clip(sv.addr, 64), err)
 		}
-		var h http.Handler = webui.Handler(k, serveOptions(e)...)
+		ta, _ := ln.Addr().(*net.TCPAddr)
+		if ta == nil || !ta.IP.IsLoopback() {
+			if sv.token == "" && !sv.insecure {
+				_ = ln.Close()
+				return inputErrorf("serve: %s is not a loopback address, so the network could reach the page: give --token T (a secret every client must present) or --insecure (none), or listen on 127.0.0.1", clip(sv.addr, 64))
+			}
+		}
+		opts := append(serveOptions(e), webui.WithHosts(allowedHosts(sv, ta)...))
+		if !sv.insecure {
+			opts = append(opts, webui.WithToken(token))
+		}
+		var h http.Handler = webui.Handler(k, opts...)
+		if sv.insecure {
+			h = withProof(h, token)
+		}
+		reach := dialAddr(sv.addr, ln.Addr())
 		if e.opts.db == "" {
-			unadvertise, token, err := advertise(e, ln.Addr())
+			unadvertise, err := advertise(e, reach, token)
 			if err != nil {
 				// The page works without it; only other commands cannot
 				// find this process.
 				fmt.Fprintf(e.stderr, "forkline: serve: %v; other commands cannot read the log meanwhile\n", err)
 			} else {
 				defer unadvertise()
-				h = withToken(h, token)
 			}
 		}
 		srv := &http.Server{
@@ -54,7 +99,16 @@ func cmdServe(e *env, addr string) error {
 			// Requests end with the command, so live streams close too.
 			BaseContext: func(net.Listener) context.Context { return e.ctx },
 		}
-		fmt.Fprintf(e.stdout, "serving %s on http://%s/ (interrupt to stop)\n", e.opts.where(), ln.Addr())
+		every := ""
+		if ta != nil && ta.IP.IsUnspecified() {
+			every = ", on every interface"
+		}
+		fmt.Fprintf(e.stdout, "serving %s on http://%s/ (interrupt to stop%s)\n", e.opts.where(), reach, every)
+		if sv.insecure {
+			fmt.Fprintf(e.stdout, "no token demanded (--insecure): whoever reaches %s reads every payload and may fork, approve and reject\n", ln.Addr())
+		} else {
+			fmt.Fprintf(e.stdout, "sign in: http://%s/login?token=%s\n", reach, token)
+		}
 		done := make(chan error, 1)
 		go func() { done <- srv.Serve(ln) }()
 		select {
@@ -74,6 +128,44 @@ func cmdServe(e *env, addr string) error {
 	})
 }
 
+// allowedHosts are the names the Host header may give besides localhost
+// and loopback addresses: the host of --addr as written, the listening
+// address, every address of this host's interfaces when it listens on all
+// of them, and --allow-host's.
+func allowedHosts(sv serveFlags, ta *net.TCPAddr) []string {
+	hosts := append([]string(nil), sv.hosts...)
+	if h, _, err := net.SplitHostPort(sv.addr); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	if ta == nil {
+		return hosts
+	}
+	hosts = append(hosts, ta.IP.String())
+	if ta.IP.IsUnspecified() {
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					hosts = append(hosts, n.IP.String())
+				}
+			}
+		}
+	}
+	return hosts
+}
+
+// withProof answers, with --insecure, the requests that present the
+// advertised token with its proof (serveapi.ProofHeader), as webui does
+// when it demands the token, so that the read commands know the server.
+func withProof(h http.Handler, token string) http.Handler {
+	want := "Bearer " + token
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) == 1 {
+			w.Header().Set(serveapi.ProofHeader, serveapi.Proof(token))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // serveOptions lets the diff page compare workspaces of the data folder's
 // dirfs store.
 func serveOptions(e *env) []webui.Option {
@@ -84,43 +176,35 @@ func serveOptions(e *env) []webui.Option {
 	return opts
 }
 
-// advertise writes the advert of this process into the data folder and
-// returns what removes it, and the token its answers carry.
-func advertise(e *env, addr net.Addr) (func(), string, error) {
-	token, err := serveapi.NewToken()
-	if err != nil {
-		return nil, "", err
-	}
-	a := serveapi.Advert{URL: "http://" + dialAddr(addr) + "/", PID: os.Getpid(), Token: token, Started: time.Now().UTC()}
+// advertise writes the advert of this process, reachable at reach with
+// token, into the data folder and returns what removes it.
+func advertise(e *env, reach, token string) (func(), error) {
+	a := serveapi.Advert{URL: "http://" + reach + "/", PID: os.Getpid(), Token: token, Started: time.Now().UTC()}
 	if err := serveapi.WriteAdvert(e.opts.dir, a); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	return func() {
 		if err := serveapi.RemoveAdvert(e.opts.dir, token); err != nil {
 			fmt.Fprintf(e.stderr, "forkline: serve: %v\n", err)
 		}
-	}, token, nil
+	}, nil
 }
 
-// dialAddr is where a client on this host reaches a listener on addr: the
-// loopback address for a listener on every interface.
-func dialAddr(addr net.Addr) string {
+// dialAddr is where a client on this host reaches a listener on addr,
+// asked for as requested (--addr): for a listener on every interface, the
+// loopback address of the family asked for (127.0.0.1 unless --addr named
+// the IPv6 wildcard, ::), not the wildcard itself, which Go reports as
+// [::] even for 0.0.0.0.
+func dialAddr(requested string, addr net.Addr) string {
 	ta, ok := addr.(*net.TCPAddr)
 	if !ok || !ta.IP.IsUnspecified() {
 		return addr.String()
 	}
 	ip := net.IPv4(127, 0, 0, 1)
-	if ta.IP.To4() == nil {
-		ip = net.IPv6loopback
+	if h, _, err := net.SplitHostPort(requested); err == nil {
+		if rip := net.ParseIP(h); rip != nil && rip.To4() == nil {
+			ip = net.IPv6loopback
+		}
 	}
 	return net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
-}
-
-// withToken sets the advert's token on every answer of h, by which a
-// reader knows it talks to the process the advert names.
-func withToken(h http.Handler, token string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(serveapi.TokenHeader, token)
-		h.ServeHTTP(w, r)
-	})
 }

@@ -18,15 +18,17 @@ import (
 // served is a `forkline serve` running as another process: the test
 // binary acting as the command (FORKLINE_TEST_MAIN, see TestMain).
 type served struct {
-	cmd *exec.Cmd
-	url string // http://127.0.0.1:PORT/
+	cmd   *exec.Cmd
+	url   string // http://127.0.0.1:PORT/
+	login string // the sign-in link it printed: URL + "login?token=…"
+	token string
 }
 
 // startServe starts `forkline --dir dir serve` in another process and
 // waits until it serves.
-func startServe(t *testing.T, dir string) *served {
+func startServe(t *testing.T, dir string, flags ...string) *served {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "--dir", dir, "serve", "--addr", "127.0.0.1:0")
+	cmd := exec.Command(os.Args[0], append([]string{"--dir", dir, "serve", "--addr", "127.0.0.1:0"}, flags...)...)
 	cmd.Env = append(os.Environ(), "FORKLINE_TEST_MAIN=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -44,13 +46,19 @@ func startServe(t *testing.T, dir string) *served {
 			_ = s.cmd.Wait()
 		}
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
+	br := bufio.NewReader(out)
+	line, err := br.ReadString('\n')
 	_, rest, ok := strings.Cut(line, " on ")
 	if err != nil || !ok {
 		t.Fatalf("serve said %q (%v), stderr %q", line, err, errb.String())
 	}
 	s.url, _, _ = strings.Cut(rest, " ")
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	line, err = br.ReadString('\n')
+	if link, ok := strings.CutPrefix(strings.TrimSpace(line), "sign in: "); ok && err == nil {
+		s.login = link
+		_, s.token, _ = strings.Cut(link, "?token=")
+	}
+	go func() { _, _ = io.Copy(io.Discard, br) }()
 	return s
 }
 
@@ -151,8 +159,17 @@ func TestReadThroughServe(t *testing.T) {
 
 	// The serving process writes (a fork from its page); the next read
 	// sees it.
+	if !strings.HasPrefix(s.login, s.url+"login?token=") || s.token != a.Token || len(a.Token) != 32 {
+		t.Fatalf("serve printed the sign-in link %q; advert %+v", s.login, a)
+	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.PostForm(s.url+"e/"+f.ids["A"].String()+"/fork", url.Values{"at": {"13"}})
+	req, err := http.NewRequest("POST", s.url+"e/"+f.ids["A"].String()+"/fork", strings.NewReader(url.Values{"at": {"13"}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,7 @@ func servedWrite(e *env, err error) error {
 func resolve(e *env, log eventlog.Log, prefix string) (eventlog.Info, error) {
 	want := strings.ToLower(strings.ReplaceAll(prefix, "-", ""))
 	if want == "" || len(want) > 32 || strings.Trim(want, "0123456789abcdef") != "" {
-		return eventlog.Info{}, inputErrorf("bad id %q: want hex digits of an execution id (a prefix will do)", prefix)
+		return eventlog.Info{}, inputErrorf("bad id %q: want hex digits of an execution id (a prefix will do)", clip(prefix, 64))
 	}
 	var found []eventlog.Info
 	for info, err := range log.List(e.ctx, eventlog.Filter{}) {
@@ -247,7 +247,7 @@ func resolve(e *env, log eventlog.Log, prefix string) (eventlog.Info, error) {
 func parseSeq(s string, info eventlog.Info) (uint64, error) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, inputErrorf("bad seq %q: want a number from 1 to %d", s, info.Head)
+		return 0, inputErrorf("bad seq %q: want a number from 1 to %d", clip(s, 64), info.Head)
 	}
 	if n == 0 || n > info.Head {
 		return 0, inputErrorf("seq %d out of range: execution %s has events 1 to %d", n, info.ID, info.Head)

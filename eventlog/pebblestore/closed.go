@@ -27,6 +27,10 @@ import (
 // Pebble's own recovery rules apply.
 const closedName = "FORKLINE-CLOSED"
 
+// recloseHint says how to recover from a clean-close record that fails
+// its check.
+const recloseHint = "`forkline reclose` (pebblestore.Reclose) re-verifies the log without the record and rewrites it"
+
 // closedHeader is the first line of closedName.
 const closedHeader = "forkline clean close"
 
@@ -93,7 +97,8 @@ func readClosed(dir string) (tables []table, ok bool, err error) {
 		return nil, false, err
 	}
 	bad := func(why string) error {
-		return &eventlog.CorruptionError{What: "log " + dir + ": " + closedName, Err: errors.New(why)}
+		return &eventlog.CorruptionError{What: "log " + dir + ": " + closedName,
+			Err: fmt.Errorf("%s: the clean-close record fails its parse check; %s", why, recloseHint)}
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	if !sc.Scan() || sc.Text() != closedHeader {
@@ -147,6 +152,13 @@ func checkTables(db *pebble.DB, dir string) error {
 	closed, ok, err := readClosed(dir)
 	if err != nil || !ok {
 		return err
+	}
+	// The MANIFEST and the record disagree: either may be what was
+	// damaged.
+	bad = func(format string, args ...any) error {
+		return &eventlog.CorruptionError{What: "log " + dir, Err: fmt.Errorf(format+
+			" (the check of the MANIFEST against %s, the clean-close record; if the record is what was damaged, %s)",
+			append(args, closedName, recloseHint)...)}
 	}
 	for _, t := range closed {
 		i := slices.IndexFunc(live, func(l table) bool { return l.num == t.num })

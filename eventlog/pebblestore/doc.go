@@ -30,6 +30,10 @@
 //     MANIFEST that Pebble would take for a torn tail (opening an older log)
 //     is seen. Open for writing deletes the record before Pebble may change
 //     a table; without it (a crash), Pebble's recovery rules above apply.
+//     A record that fails its check (it does not parse, or it disagrees
+//     with the MANIFEST) is corruption naming the check; when the record
+//     is what was damaged, Reclose (`forkline reclose`) re-verifies the
+//     log without it and writes a new one.
 //     Every Open also checks each live table's size on disk.
 //   - A lost MANIFEST. Pebble would create a new database and delete the
 //     old tables. A folder with forkline's marker file (FORKLINE, written

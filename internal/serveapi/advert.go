@@ -19,7 +19,7 @@ const AdvertFile = "serve.json"
 type Advert struct {
 	URL     string    `json:"url"`   // the API's base, say http://127.0.0.1:7070/
 	PID     int       `json:"pid"`   // the serving process, for messages
-	Token   string    `json:"token"` // the value of TokenHeader in its answers
+	Token   string    `json:"token"` // the secret its requests present (Authorization: Bearer)
 	Started time.Time `json:"started"`
 }
 

@@ -43,8 +43,9 @@ var (
 )
 
 // Dial returns a Log reading through the server at base (say
-// http://127.0.0.1:7070/). A token that is not empty must come back in
-// every answer's TokenHeader. Dial asks the server once, so that a server
+// http://127.0.0.1:7070/). A token that is not empty is presented on
+// every request as "Authorization: Bearer TOKEN", and every answer must
+// carry its [Proof] in ProofHeader. Dial asks the server once, so that a server
 // that is gone or another one in its place is an error wrapping
 // ErrUnreachable here, not at the first read.
 func Dial(ctx context.Context, base, token string) (*Log, error) {
@@ -90,6 +91,9 @@ func (l *Log) get(ctx context.Context, path string, q neturl.Values, v any) erro
 	if err != nil {
 		return fmt.Errorf("serveapi: %w", err)
 	}
+	if l.token != "" {
+		req.Header.Set("Authorization", "Bearer "+l.token)
+	}
 	resp, err := l.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -98,8 +102,9 @@ func (l *Log) get(ctx context.Context, path string, q neturl.Values, v any) erro
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	defer resp.Body.Close()
-	if l.token != "" && resp.Header.Get(TokenHeader) != l.token {
-		return fmt.Errorf("%w: %s answers, but it is not the process that advertised itself (another server took its address)", ErrUnreachable, l.base)
+	if l.token != "" && resp.Header.Get(ProofHeader) != Proof(l.token) {
+		return fmt.Errorf("%w: %s answers (%s), but it is not the process that advertised itself: it does not know the advertised token (another server took its address)",
+			ErrUnreachable, l.base, resp.Status)
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {

@@ -19,8 +19,11 @@
 // # Advertising
 //
 // A serving process that writes an [Advert] into its data folder
-// (AdvertFile) and sets TokenHeader on every answer lets readers find it:
-// [ReadAdvert] reads the file, and [Dial] refuses a server that does not
-// answer with the advertised token, so a stale file left by a crash never
-// sends a reader to whatever took the address since.
+// (AdvertFile, mode 0600) lets readers find it: [ReadAdvert] reads the
+// file, and [Dial] presents the advertised token on every request
+// ("Authorization: Bearer TOKEN"), which the server demands of every
+// request, and refuses a server that does not answer with [Proof] of the
+// token in ProofHeader, so a stale file left by a crash never sends a
+// reader to whatever took the address since. The token itself is never in
+// an answer.
 package serveapi

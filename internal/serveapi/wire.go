@@ -1,6 +1,9 @@
 package serveapi
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"time"
@@ -8,10 +11,24 @@ import (
 	"github.com/forkline/forkline/eventlog"
 )
 
-// TokenHeader is the response header by which a serving process proves it
-// is the one its advertisement names (Advert.Token): a client that finds
-// another value, or none, is talking to some other server.
-const TokenHeader = "Forkline-Serve-Token"
+// ProofHeader is the response header by which a serving process proves
+// it is the one its advertisement names (Advert.Token) without sending
+// the token: it is set, to [Proof] of the token, on the answers to
+// requests that presented the token. A client that finds another value,
+// or none, is talking to some other server.
+const ProofHeader = "Forkline-Serve-Proof"
+
+// Proof is the value of ProofHeader for token: an HMAC-SHA256 of a fixed
+// label keyed by the token, in hex. Knowing it does not reveal the token.
+func Proof(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("forkline serve proof"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// ErrUnauthorized classifies an answer of 401: the request presented no
+// token, or a wrong one (Error.Code "unauthorized").
+var ErrUnauthorized = errors.New("serveapi: the server wants its token")
 
 // PageSize is how many events or states one response holds at most when
 // the request names no limit.
@@ -164,7 +181,7 @@ type Chunks struct {
 
 // Error is the answer of a request that failed. Code classifies it as the
 // log's sentinel errors do: "not_found", "invalid", "corrupt", "conflict",
-// "closed", or "" for anything else.
+// "closed", "unauthorized", or "" for anything else.
 type Error struct {
 	Error string `json:"error"`
 	Code  string `json:"code,omitempty"`
@@ -180,6 +197,7 @@ var codes = []struct {
 	{"corrupt", eventlog.ErrCorrupt},
 	{"conflict", eventlog.ErrConflict},
 	{"closed", eventlog.ErrClosed},
+	{"unauthorized", ErrUnauthorized},
 }
 
 // Code classifies err for Error.Code.
