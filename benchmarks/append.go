@@ -30,9 +30,11 @@ func appendPayload() *eventlog.StepSucceeded {
 	}
 }
 
-// appendRecord is the record the store writes for appendPayload.
+// appendRecord is the record the store writes for appendPayload (of the
+// zero ID: the bytes, their length and their checksum work are the same
+// for any ID).
 func appendRecord() ([]byte, error) {
-	return eventlog.AppendRecord(nil, eventlog.Event{Seq: 1, Time: buildTime, Data: appendPayload()})
+	return eventlog.AppendRecord(nil, eventlog.ID{}, eventlog.Event{Seq: 1, Time: buildTime, Data: appendPayload()})
 }
 
 // forklineAppender appends one event per synced Append to its own execution

@@ -272,7 +272,7 @@ func (r *rawStore) copyFrom(ctx context.Context, log eventlog.Log, id eventlog.I
 			b.Close()
 			return 0, err
 		}
-		if rec, err = eventlog.AppendRecord(rec[:0], ev); err != nil {
+		if rec, err = eventlog.AppendRecord(rec[:0], id, ev); err != nil {
 			b.Close()
 			return 0, err
 		}

@@ -186,7 +186,7 @@ func (tk *toolKernel) runCalls(ctx context.Context, d time.Duration, atMostOnce 
 // toolRecord is the record of a live call's step.succeeded, the bytes the
 // raw baseline writes.
 func toolRecord() ([]byte, error) {
-	return eventlog.AppendRecord(nil, eventlog.Event{Seq: 1, Time: buildTime, Data: &eventlog.StepSucceeded{
+	return eventlog.AppendRecord(nil, eventlog.ID{}, eventlog.Event{Seq: 1, Time: buildTime, Data: &eventlog.StepSucceeded{
 		StepID: "5f0c2a1e9b7d4c3a8e6f1b2d3c4a5e6f", Result: []byte("1"),
 	}})
 }

@@ -64,7 +64,7 @@ func BenchmarkFold(b *testing.B) {
 	events := coderEvents(n)
 	records := make([][]byte, n)
 	for i, ev := range events {
-		rec, err := eventlog.AppendRecord(nil, ev)
+		rec, err := eventlog.AppendRecord(nil, eventlog.ID{}, ev)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func BenchmarkFold(b *testing.B) {
 	b.Run(fmt.Sprintf("baseline=decode/events=%d", n), func(b *testing.B) {
 		decodeNs = perEvent(b, n, func() {
 			for i, rec := range records {
-				if _, err := eventlog.DecodeRecord(uint64(i+1), rec); err != nil {
+				if _, err := eventlog.DecodeRecord(eventlog.ID{}, uint64(i+1), rec); err != nil {
 					b.Fatal(err)
 				}
 			}

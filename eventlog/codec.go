@@ -26,18 +26,46 @@ const MinFormatVersion byte = 1
 //
 //	[0]     format version
 //	[1]     kind code
-//	[2:6]   CRC-32C (Castagnoli) of bytes [0:2] and [6:], in that order
+//	[2:6]   CRC-32C (Castagnoli), see recordChecksum
 //	[6:14]  time, Unix nanoseconds, big-endian (0 = zero time)
 //	[14:]   msgpack map of the payload, keys = field tags
 const recordHeaderLen = 14
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// recordChecksum is the CRC-32C of a record's version and kind bytes and of
-// everything after its checksum: a flipped kind byte must not turn one valid
-// event into another (step.succeeded and step.cancelled differ by one bit).
-func recordChecksum(rec []byte) uint32 {
-	return crc32.Update(crc32.Checksum(rec[0:2], castagnoli), castagnoli, rec[6:])
+// placeVersion is the first format version whose checksum binds the
+// record's place: a record of an older version keeps its old check.
+const placeVersion byte = 3
+
+// The places a record can hold, the first byte of the place its checksum
+// binds: an event at a seq of an execution's log, or a request at a number
+// of its inbox. A request record copied into the log (or an event into the
+// inbox) at the same number fails its checksum.
+const (
+	placeEvent   byte = 'e'
+	placeRequest byte = 'r'
+)
+
+// placeLen is the length of a place as the checksum reads it: the kind of
+// place, the execution ID and the seq (or request number), big-endian.
+const placeLen = 1 + 16 + 8
+
+// recordChecksum is the CRC-32C of a record's version and kind bytes, of
+// its place (format version 3 on: where, the execution ID and the seq or
+// request number) and of everything after its checksum. A flipped kind
+// byte must not turn one valid event into another (step.succeeded and
+// step.cancelled differ by one bit), and a record moved to another seq or
+// another execution must not read as good data there.
+func recordChecksum(rec []byte, where byte, id ID, n uint64) uint32 {
+	sum := crc32.Checksum(rec[0:2], castagnoli)
+	if rec[0] >= placeVersion {
+		var place [placeLen]byte
+		place[0] = where
+		copy(place[1:17], id[:])
+		binary.BigEndian.PutUint64(place[17:], n)
+		sum = crc32.Update(sum, castagnoli, place[:])
+	}
+	return crc32.Update(sum, castagnoli, rec[6:])
 }
 
 // minRecordTime and maxRecordTime bound the times a record can hold: Unix
@@ -47,9 +75,25 @@ var (
 	maxRecordTime = time.Unix(0, math.MaxInt64)
 )
 
-// AppendRecord appends the encoded record of ev (its time and payload, not
-// its seq, which the store keeps in the key) to dst.
-func AppendRecord(dst []byte, ev Event) ([]byte, error) {
+// AppendRecord appends to dst the encoded record of ev as the event at
+// seq ev.Seq of execution id's log (its time and payload, not its seq,
+// which the store keeps in the key). Its checksum binds id and ev.Seq: the
+// record decodes only with DecodeRecord(id, ev.Seq, ...), so a record
+// moved to another seq or another execution reads as corrupt.
+func AppendRecord(dst []byte, id ID, ev Event) ([]byte, error) {
+	return appendRecord(dst, placeEvent, id, ev.Seq, ev)
+}
+
+// AppendRequest appends to dst the encoded record of ev (its time and
+// payload; ev.Seq is not used) as request number n of execution id's
+// inbox. Its checksum binds id and n, and that it is a request: it decodes
+// only with DecodeRequest(id, n, ...).
+func AppendRequest(dst []byte, id ID, n uint64, ev Event) ([]byte, error) {
+	return appendRecord(dst, placeRequest, id, n, ev)
+}
+
+// appendRecord appends the record of ev at the place (where, id, n).
+func appendRecord(dst []byte, where byte, id ID, n uint64, ev Event) ([]byte, error) {
 	if err := ev.Validate(); err != nil {
 		return dst, err
 	}
@@ -76,34 +120,76 @@ func AppendRecord(dst []byte, ev Event) ([]byte, error) {
 		return dst[:start], fmt.Errorf("eventlog: encode %s: %w", ev.Kind(), err)
 	}
 	dst = buf.Bytes()
-	binary.BigEndian.PutUint32(dst[start+2:start+6], recordChecksum(dst[start:]))
+	binary.BigEndian.PutUint32(dst[start+2:start+6], recordChecksum(dst[start:], where, id, n))
 	return dst, nil
 }
 
-// DecodeRecord decodes a record made by AppendRecord into an event with the
-// given seq. A wrong version, an unknown kind, a checksum mismatch, a payload
-// that does not decode completely or breaks its invariants is an error that
-// wraps ErrCorrupt (not a *CorruptionError: the caller knows the execution).
-// The returned event shares no memory with b.
-func DecodeRecord(seq uint64, b []byte) (Event, error) {
+// DecodeRecord decodes the record b, made by AppendRecord, of the event at
+// seq of execution id's log into an event with that seq. A wrong version,
+// an unknown kind, a checksum mismatch (for a record of format version 3
+// on, also a record made for another seq or another execution, or made by
+// AppendRequest; a version 1 or 2 record binds neither and keeps its old
+// check), a payload that does not decode completely or breaks its
+// invariants is an error that wraps ErrCorrupt (not a *CorruptionError:
+// the caller names the execution and seq). The returned event shares no
+// memory with b.
+func DecodeRecord(id ID, seq uint64, b []byte) (Event, error) {
+	return decodeRecord(placeEvent, id, seq, b)
+}
+
+// DecodeRequest decodes the record b, made by AppendRequest, of request
+// number n of execution id's inbox, as DecodeRecord decodes an event's
+// (the returned event's Seq is n). A record made for another number,
+// another execution or by AppendRecord fails its checksum.
+func DecodeRequest(id ID, n uint64, b []byte) (Event, error) {
+	return decodeRecord(placeRequest, id, n, b)
+}
+
+// CheckRecord checks the record b of the event at seq of execution id's
+// log as DecodeRecord does up to its checksum — length, version, kind and
+// checksum — without decoding the payload: the cheap check of a record's
+// integrity and place (Fork runs it over the prefix it shares). An error
+// wraps ErrCorrupt.
+func CheckRecord(id ID, seq uint64, b []byte) error {
+	_, err := checkHeader(placeEvent, id, seq, b)
+	return err
+}
+
+// checkHeader checks b's length, version, kind and checksum for the place
+// (where, id, n) and returns its kind.
+func checkHeader(where byte, id ID, n uint64, b []byte) (Kind, error) {
 	if len(b) < recordHeaderLen {
-		return Event{}, fmt.Errorf("%w: record of %d bytes is shorter than its header", ErrCorrupt, len(b))
+		return 0, fmt.Errorf("%w: record of %d bytes is shorter than its header", ErrCorrupt, len(b))
 	}
 	version := b[0]
 	if version < MinFormatVersion || version > FormatVersion {
-		return Event{}, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrCorrupt, version, MinFormatVersion, FormatVersion)
+		return 0, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrCorrupt, version, MinFormatVersion, FormatVersion)
 	}
 	kind := Kind(b[1])
 	if !kind.Valid() {
-		return Event{}, fmt.Errorf("%w: unknown event kind code %d", ErrCorrupt, b[1])
+		return 0, fmt.Errorf("%w: unknown event kind code %d", ErrCorrupt, b[1])
 	}
 	if kind.Since() > version {
-		return Event{}, fmt.Errorf("%w: %s in a format version %d record (it is a version %d kind)", ErrCorrupt, kind, version, kind.Since())
+		return 0, fmt.Errorf("%w: %s in a format version %d record (it is a version %d kind)", ErrCorrupt, kind, version, kind.Since())
 	}
-	if got, want := recordChecksum(b), binary.BigEndian.Uint32(b[2:6]); got != want {
-		return Event{}, fmt.Errorf("%w: %s: checksum %08x, stored %08x", ErrCorrupt, kind, got, want)
+	if got, want := recordChecksum(b, where, id, n), binary.BigEndian.Uint32(b[2:6]); got != want {
+		what := "damaged, or moved from another seq or execution"
+		if where == placeRequest {
+			what = "damaged, or moved from another request or execution"
+		}
+		return 0, fmt.Errorf("%w: %s: checksum %08x, stored %08x (%s)", ErrCorrupt, kind, got, want, what)
 	}
-	ev := Event{Seq: seq, Data: newPayload(kind)}
+	return kind, nil
+}
+
+// decodeRecord is DecodeRecord and DecodeRequest.
+func decodeRecord(where byte, id ID, n uint64, b []byte) (Event, error) {
+	kind, err := checkHeader(where, id, n, b)
+	if err != nil {
+		return Event{}, err
+	}
+	version := b[0]
+	ev := Event{Seq: n, Data: newPayload(kind)}
 	if nanos := int64(binary.BigEndian.Uint64(b[6:14])); nanos != 0 {
 		ev.Time = time.Unix(0, nanos).UTC()
 	}
@@ -114,7 +200,7 @@ func DecodeRecord(seq uint64, b []byte) (Event, error) {
 	pd.r.Reset(b[recordHeaderLen:])
 	pd.dec.Reset(&pd.r)
 	pd.dec.DisallowUnknownFields(true)
-	err := pd.dec.Decode(ev.Data)
+	err = pd.dec.Decode(ev.Data)
 	trailing := pd.r.Len()
 	pd.r.Reset(nil)
 	payloadDecoders.Put(pd)

@@ -19,21 +19,35 @@ import (
 // The record layout, restated here so that the tests check the code against
 // the documented format rather than against itself:
 //
-//	[0] version  [1] kind  [2:6] CRC-32C of [0:2] and [6:]  [6:14] nanos  [14:] msgpack
+//	[0] version  [1] kind  [2:6] CRC-32C of [0:2], the place and [6:]  [6:14] nanos  [14:] msgpack
+//
+// where the place, from format version 3 on, is 'e' (an event; 'r' a
+// request), the execution ID and the seq (request number), big-endian.
 const testHeaderLen = 14
 
 var testCastagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// recordChecksum is the checksum a record with these bytes must carry.
-func recordChecksum(rec []byte) uint32 {
-	return crc32.Update(crc32.Checksum(rec[0:2], testCastagnoli), testCastagnoli, rec[6:])
+// sealSeq is the seq of testID's log that reseal and sealRecord seal a
+// record for, and wantCorrupt decodes it at.
+const sealSeq = 9
+
+// recordChecksum is the checksum a record with these bytes must carry at
+// the place (where, id, n).
+func recordChecksum(rec []byte, where byte, id eventlog.ID, n uint64) uint32 {
+	sum := crc32.Checksum(rec[0:2], testCastagnoli)
+	if rec[0] >= 3 {
+		place := append([]byte{where}, id[:]...)
+		place = binary.BigEndian.AppendUint64(place, n)
+		sum = crc32.Update(sum, testCastagnoli, place)
+	}
+	return crc32.Update(sum, testCastagnoli, rec[6:])
 }
 
-// reseal makes rec's checksum match its bytes, so that a test reaches the
-// checks behind the checksum.
+// reseal makes rec's checksum match its bytes as the event at sealSeq of
+// testID, so that a test reaches the checks behind the checksum.
 func reseal(rec []byte) []byte {
 	if len(rec) >= testHeaderLen {
-		binary.BigEndian.PutUint32(rec[2:6], recordChecksum(rec))
+		binary.BigEndian.PutUint32(rec[2:6], recordChecksum(rec, 'e', testID, sealSeq))
 	}
 	return rec
 }
@@ -54,14 +68,14 @@ func TestRecordRoundTrip(t *testing.T) {
 		for _, ev := range set.evs {
 			t.Run(set.name+"/"+ev.Kind().String(), func(t *testing.T) {
 				prefix := []byte("prefix")
-				rec, err := eventlog.AppendRecord(bytes.Clone(prefix), ev)
+				rec, err := eventlog.AppendRecord(bytes.Clone(prefix), testID, ev)
 				if err != nil {
 					t.Fatalf("AppendRecord: %v", err)
 				}
 				if !bytes.Equal(rec[:len(prefix)], prefix) {
 					t.Fatalf("AppendRecord changed dst: % x", rec[:len(prefix)])
 				}
-				got, err := eventlog.DecodeRecord(ev.Seq, rec[len(prefix):])
+				got, err := eventlog.DecodeRecord(testID, ev.Seq, rec[len(prefix):])
 				if err != nil {
 					t.Fatalf("DecodeRecord: %v", err)
 				}
@@ -87,7 +101,7 @@ func TestRecordTime(t *testing.T) {
 		time.Date(2200, 1, 1, 0, 0, 0, 999, time.UTC),
 	} {
 		ev := eventlog.Event{Seq: 4, Time: tm, Data: &eventlog.DispatchStarted{Dispatch: 1}}
-		got, err := eventlog.DecodeRecord(4, mustRecord(ev))
+		got, err := eventlog.DecodeRecord(testID, 4, mustRecord(ev))
 		if err != nil {
 			t.Fatalf("%v: %v", tm, err)
 		}
@@ -108,9 +122,9 @@ func TestAppendRecordRejectsUnrepresentableTime(t *testing.T) {
 		time.Unix(0, 0),
 	} {
 		ev := eventlog.Event{Seq: 1, Time: tm, Data: &eventlog.DispatchStarted{Dispatch: 1}}
-		rec, err := eventlog.AppendRecord(nil, ev)
+		rec, err := eventlog.AppendRecord(nil, testID, ev)
 		if !errors.Is(err, eventlog.ErrInvalid) {
-			got, derr := eventlog.DecodeRecord(1, rec)
+			got, derr := eventlog.DecodeRecord(testID, ev.Seq, rec)
 			t.Errorf("AppendRecord(time %v) = %v, want ErrInvalid (decodes as %v, %v)", tm, err, got.Time, derr)
 		}
 	}
@@ -121,7 +135,7 @@ func TestAppendRecordRejectsUnrepresentableTime(t *testing.T) {
 func TestDecodeRecordCopies(t *testing.T) {
 	for _, ev := range fullEvents() {
 		rec := mustRecord(ev)
-		got, err := eventlog.DecodeRecord(ev.Seq, rec)
+		got, err := eventlog.DecodeRecord(testID, ev.Seq, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +244,7 @@ func TestDecodeRecordVersion1HoldsOnlyVersion1(t *testing.T) {
 		}
 	}
 	for _, ev := range fullEventsV1() {
-		if _, err := eventlog.DecodeRecord(ev.Seq, v1(ev)); err != nil {
+		if _, err := eventlog.DecodeRecord(testID, ev.Seq, v1(ev)); err != nil {
 			t.Errorf("%s as version 1: %v", ev.Kind(), err)
 		}
 	}
@@ -253,7 +267,7 @@ func TestDecodeRecordVersion1HoldsOnlyVersion1(t *testing.T) {
 		{"reason shutdown", &eventlog.ResourceCaptureFailed{Key: "k", Reason: eventlog.CaptureShutdown, Error: "e"}},
 	} {
 		ev := eventlog.Event{Seq: 3, Data: c.p}
-		if _, err := eventlog.DecodeRecord(3, mustRecord(ev)); err != nil {
+		if _, err := eventlog.DecodeRecord(testID, 3, mustRecord(ev)); err != nil {
 			t.Errorf("%s with %s as version 2: %v", ev.Kind(), c.field, err)
 		}
 		wantCorrupt(t, ev.Kind().String()+" with "+c.field+" as version 1", v1(ev), c.field, "version 2 field")
@@ -277,7 +291,7 @@ func TestDecodeRecordVersion2HoldsOnlyVersion2(t *testing.T) {
 		}
 	}
 	for _, ev := range fullEventsV2() {
-		if _, err := eventlog.DecodeRecord(ev.Seq, as(2, ev)); err != nil {
+		if _, err := eventlog.DecodeRecord(testID, ev.Seq, as(2, ev)); err != nil {
 			t.Errorf("%s as version 2: %v", ev.Kind(), err)
 		}
 	}
@@ -309,7 +323,7 @@ func TestDecodeRecordVersion2HoldsOnlyVersion2(t *testing.T) {
 		{"reason message", &eventlog.DispatchParked{Reason: eventlog.ParkMessage}},
 	} {
 		ev := eventlog.Event{Seq: 3, Data: c.p}
-		if _, err := eventlog.DecodeRecord(3, mustRecord(ev)); err != nil {
+		if _, err := eventlog.DecodeRecord(testID, 3, mustRecord(ev)); err != nil {
 			t.Errorf("%s with %s as version 3: %v", ev.Kind(), c.field, err)
 		}
 		for _, v := range []byte{1, 2} {
@@ -349,7 +363,7 @@ func TestMustSync(t *testing.T) {
 func TestAppendRecordRejectsInvalid(t *testing.T) {
 	for name, p := range invalidPayloads() {
 		dst := []byte("keep")
-		out, err := eventlog.AppendRecord(dst, eventlog.Event{Seq: 1, Data: p})
+		out, err := eventlog.AppendRecord(dst, testID, eventlog.Event{Seq: 1, Data: p})
 		if !errors.Is(err, eventlog.ErrInvalid) {
 			t.Errorf("%s: AppendRecord = %v, want ErrInvalid", name, err)
 		}
@@ -360,7 +374,7 @@ func TestAppendRecordRejectsInvalid(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := eventlog.AppendRecord(nil, eventlog.Event{Seq: 1}); !errors.Is(err, eventlog.ErrInvalid) {
+	if _, err := eventlog.AppendRecord(nil, testID, eventlog.Event{Seq: 1}); !errors.Is(err, eventlog.ErrInvalid) {
 		t.Errorf("AppendRecord(no payload) = %v, want ErrInvalid", err)
 	}
 }
@@ -369,7 +383,7 @@ func TestAppendRecordRejectsInvalid(t *testing.T) {
 // ErrCorrupt whose message contains every word of want.
 func wantCorrupt(t *testing.T, what string, rec []byte, want ...string) {
 	t.Helper()
-	ev, err := eventlog.DecodeRecord(9, rec)
+	ev, err := eventlog.DecodeRecord(testID, sealSeq, rec)
 	if err == nil {
 		t.Errorf("%s: DecodeRecord succeeded: %s %+v", what, ev.Kind(), ev.Data)
 		return
@@ -416,7 +430,7 @@ func TestDecodeRecordRejectsEveryFlip(t *testing.T) {
 			for _, mask := range []byte{1, 2, 4, 8, 16, 32, 64, 128, 0xff} {
 				bad := bytes.Clone(rec)
 				bad[i] ^= mask
-				if got, err := eventlog.DecodeRecord(ev.Seq, bad); err == nil {
+				if got, err := eventlog.DecodeRecord(testID, ev.Seq, bad); err == nil {
 					t.Errorf("%s: byte %d ^ %#02x: decoded as %s %+v", ev.Kind(), i, mask, got.Kind(), got.Data)
 				} else if !errors.Is(err, eventlog.ErrCorrupt) {
 					t.Errorf("%s: byte %d ^ %#02x: %v does not wrap ErrCorrupt", ev.Kind(), i, mask, err)
@@ -550,7 +564,7 @@ func TestDecodeRecordBoundsAllocation(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		_, err := eventlog.DecodeRecord(1, c.rec)
+		_, err := eventlog.DecodeRecord(testID, sealSeq, c.rec)
 		runtime.ReadMemStats(&after)
 		if !errors.Is(err, eventlog.ErrCorrupt) {
 			t.Errorf("%s: DecodeRecord = %v, want ErrCorrupt", c.name, err)
@@ -589,21 +603,21 @@ func FuzzDecodeRecord(f *testing.F) {
 		if fix {
 			b = reseal(bytes.Clone(b))
 		}
-		ev, err := eventlog.DecodeRecord(5, b)
+		ev, err := eventlog.DecodeRecord(testID, sealSeq, b)
 		if err != nil {
 			if !errors.Is(err, eventlog.ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
 		}
-		if ev.Seq != 5 || ev.Kind() != eventlog.Kind(b[1]) {
+		if ev.Seq != sealSeq || ev.Kind() != eventlog.Kind(b[1]) {
 			t.Fatalf("decoded seq %d kind %s from a %s record", ev.Seq, ev.Kind(), eventlog.Kind(b[1]))
 		}
-		rec, err := eventlog.AppendRecord(nil, ev)
+		rec, err := eventlog.AppendRecord(nil, testID, ev)
 		if err != nil {
 			t.Fatalf("decoded event does not encode: %v", err)
 		}
-		again, err := eventlog.DecodeRecord(5, rec)
+		again, err := eventlog.DecodeRecord(testID, sealSeq, rec)
 		if err != nil {
 			t.Fatalf("re-encoded event does not decode: %v", err)
 		}
@@ -620,7 +634,7 @@ func TestDecodeRecordNamesOverrun(t *testing.T) {
 	// {"output": bin32 of 1 GiB} followed by one byte.
 	rec := sealRecord(eventlog.FormatVersion, eventlog.KindExecutionCompleted, 1,
 		[]byte{0x81, 0xa6, 'o', 'u', 't', 'p', 'u', 't', 0xc6, 0x40, 0, 0, 0, 'x'})
-	_, err := eventlog.DecodeRecord(1, rec)
+	_, err := eventlog.DecodeRecord(testID, sealSeq, rec)
 	if !errors.Is(err, eventlog.ErrCorrupt) || !strings.Contains(err.Error(), "length 1073741824 at byte 13 runs past the end (1 bytes left)") {
 		t.Fatalf("DecodeRecord = %v, want ErrCorrupt naming the 1 byte left after byte 13", err)
 	}
@@ -631,8 +645,82 @@ func TestDecodeRecordNamesOverrun(t *testing.T) {
 // and the payload is what is refused.
 func TestDecodeRecordHeaderOnly(t *testing.T) {
 	rec := sealRecord(eventlog.FormatVersion, eventlog.KindExecutionCompleted, 1, nil)
-	_, err := eventlog.DecodeRecord(1, rec)
+	_, err := eventlog.DecodeRecord(testID, sealSeq, rec)
 	if !errors.Is(err, eventlog.ErrCorrupt) || strings.Contains(err.Error(), "shorter than its header") {
 		t.Fatalf("DecodeRecord(header only) = %v, want ErrCorrupt about the payload", err)
+	}
+}
+
+// otherID is an execution other than testID.
+var otherID = eventlog.ID{0x01, 0x8f, 0x3a, 0x5c, 0x00, 0x00, 0x70, 0x01, 0x80, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x09}
+
+// A format version 3 record binds its place: the same bytes read at
+// another seq, in another execution, or as a request (and a request as an
+// event or at another number) fail the checksum with ErrCorrupt, and
+// CheckRecord says the same without decoding the payload.
+func TestRecordBindsPlace(t *testing.T) {
+	for _, ev := range fullEvents() {
+		rec := mustRecord(ev)
+		if err := eventlog.CheckRecord(testID, ev.Seq, rec); err != nil {
+			t.Errorf("%s: CheckRecord at its place: %v", ev.Kind(), err)
+		}
+		for _, c := range []struct {
+			name string
+			id   eventlog.ID
+			seq  uint64
+		}{
+			{"next seq", testID, ev.Seq + 1},
+			{"previous seq", testID, ev.Seq - 1},
+			{"seq + 2^32", testID, ev.Seq + 1<<32},
+			{"other execution", otherID, ev.Seq},
+			{"zero execution", eventlog.ID{}, ev.Seq},
+		} {
+			if got, err := eventlog.DecodeRecord(c.id, c.seq, rec); !errors.Is(err, eventlog.ErrCorrupt) || !strings.Contains(err.Error(), "checksum") {
+				t.Errorf("%s: DecodeRecord at %s = %s, %v; want ErrCorrupt naming the checksum", ev.Kind(), c.name, got.Kind(), err)
+			}
+			if err := eventlog.CheckRecord(c.id, c.seq, rec); !errors.Is(err, eventlog.ErrCorrupt) {
+				t.Errorf("%s: CheckRecord at %s = %v, want ErrCorrupt", ev.Kind(), c.name, err)
+			}
+		}
+		if _, err := eventlog.DecodeRequest(testID, ev.Seq, rec); !errors.Is(err, eventlog.ErrCorrupt) {
+			t.Errorf("%s: an event record decoded as request %d: %v", ev.Kind(), ev.Seq, err)
+		}
+	}
+	req := eventlog.Event{Time: sampleTime, Data: &eventlog.CancelRequested{Reason: "stop"}}
+	rec, err := eventlog.AppendRequest(nil, testID, 4, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := eventlog.DecodeRequest(testID, 4, rec)
+	if err != nil {
+		t.Fatalf("DecodeRequest at its place: %v", err)
+	}
+	if want := (eventlog.Event{Seq: 4, Time: sampleTime, Data: req.Data}); eventDiff(want, got) != "" {
+		t.Errorf("DecodeRequest (-want +got):\n%s", eventDiff(want, got))
+	}
+	for name, decode := range map[string]func() (eventlog.Event, error){
+		"request 5":             func() (eventlog.Event, error) { return eventlog.DecodeRequest(testID, 5, rec) },
+		"another execution's 4": func() (eventlog.Event, error) { return eventlog.DecodeRequest(otherID, 4, rec) },
+		"event 4":               func() (eventlog.Event, error) { return eventlog.DecodeRecord(testID, 4, rec) },
+	} {
+		if _, err := decode(); !errors.Is(err, eventlog.ErrCorrupt) {
+			t.Errorf("request 4 read as %s: %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// A version 1 or 2 record binds no place (they were written before
+// records were bound): it reads at any seq of any execution, as before.
+func TestOldRecordsBindNoPlace(t *testing.T) {
+	for _, v := range []byte{1, 2} {
+		ev := fullEventsV1()[1]
+		rec := mustRecord(ev)
+		rec[0] = v
+		binary.BigEndian.PutUint32(rec[2:6], recordChecksum(rec, 'e', eventlog.ID{}, 0))
+		for _, id := range []eventlog.ID{testID, otherID} {
+			if _, err := eventlog.DecodeRecord(id, ev.Seq+7, rec); err != nil {
+				t.Errorf("version %d record at another place: %v", v, err)
+			}
+		}
 	}
 }

@@ -30,14 +30,23 @@
 //
 // # Format
 //
-// A record is its format version, the kind code, a CRC-32C of all but itself, the time
+// A record is its format version, the kind code, a CRC-32C, the time
 // in Unix nanoseconds and the payload as a msgpack map keyed by the field tags
 // of the payload structs (times in payloads are msgpack timestamps, decoded
 // in UTC). Kind codes and field tags are pinned by a test: a
-// change to them is a new FormatVersion. [DecodeRecord] rejects an unknown
+// change to them is a new FormatVersion. The CRC-32C covers all of the
+// record but itself and, from format version 3 on, the record's place: the
+// execution ID and the seq of an event ([AppendRecord], [DecodeRecord]),
+// or the execution ID and the number of an inbox request
+// ([AppendRequest], [DecodeRequest]), so a record moved to another seq,
+// another execution, or between the log and the inbox fails its check
+// (version 1 and 2 records keep their old check, which binds no place).
+// [DecodeRecord] rejects an unknown
 // version or kind, a checksum mismatch, unknown fields, trailing bytes and a
 // payload that breaks its invariants, with an error that wraps [ErrCorrupt];
 // stores wrap it in a [CorruptionError] naming the execution and the seq.
+// [CheckRecord] checks a record's header and checksum alone, without
+// decoding its payload.
 //
 // One table in kind.go holds, per kind, its code, wire name, the format
 // version that introduced it and when an append of it must be durable

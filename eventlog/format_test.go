@@ -312,8 +312,8 @@ func TestFormatPinned(t *testing.T) {
 			if rec[1] != byte(ev.Kind()) {
 				t.Errorf("%s: byte 1 = %d, want the kind code %d", ev.Kind(), rec[1], byte(ev.Kind()))
 			}
-			if got, want := binary.BigEndian.Uint32(rec[2:6]), recordChecksum(rec); got != want {
-				t.Errorf("%s: bytes 2:6 = %08x, want CRC-32C of [0:2]+[6:] %08x", ev.Kind(), got, want)
+			if got, want := binary.BigEndian.Uint32(rec[2:6]), recordChecksum(rec, 'e', testID, ev.Seq); got != want {
+				t.Errorf("%s: bytes 2:6 = %08x, want CRC-32C of [0:2]+place+[6:] %08x", ev.Kind(), got, want)
 			}
 			if got := int64(binary.BigEndian.Uint64(rec[6:14])); got != ev.Time.UnixNano() {
 				t.Errorf("%s: bytes 6:14 = %d, want Unix nanoseconds %d", ev.Kind(), got, ev.Time.UnixNano())
@@ -354,7 +354,7 @@ func TestFormatPinned(t *testing.T) {
 		if _, ok := m["wake_at"].(time.Time); !ok {
 			t.Errorf("wake_at encoded as %#v, want a msgpack timestamp", m["wake_at"])
 		}
-		ev, err := eventlog.DecodeRecord(17, mustRecord(fullEvents()[16]))
+		ev, err := eventlog.DecodeRecord(testID, 17, mustRecord(fullEvents()[16]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func checkGoldenOld(t *testing.T, path string, version byte, evs []eventlog.Even
 		if rec[0] != version {
 			t.Errorf("%s: %s: version %d, want %d", path, name, rec[0], version)
 		}
-		ev, err := eventlog.DecodeRecord(evs[i].Seq, rec)
+		ev, err := eventlog.DecodeRecord(testID, evs[i].Seq, rec)
 		if err != nil {
 			t.Errorf("%s: %s: %v", path, name, err)
 		} else if d := eventDiff(evs[i], ev); d != "" || ev.Kind().String() != name {
@@ -440,7 +440,7 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 // goldenRecords is the text of testdata/records.golden.
 func goldenRecords() string {
 	var b strings.Builder
-	b.WriteString("# The exact format version 3 record of each sample event (fullEvents in\n# sample_test.go),\n")
+	b.WriteString("# The exact format version 3 record of each sample event (fullEvents in\n# sample_test.go), as the event at its seq of execution testID (" + testID.String() + "),\n")
 	b.WriteString("# one line per kind: wire name, then the record in hex. Any change here is\n")
 	b.WriteString("# a change to the on-disk format. Regenerate with\n")
 	b.WriteString("#   go test ./eventlog -run TestFormatPinned -rewrite\n")
@@ -486,7 +486,7 @@ func checkGolden(t *testing.T, path, got string) {
 		if err != nil {
 			t.Fatalf("%s: %s: %v", path, name, err)
 		}
-		ev, err := eventlog.DecodeRecord(evs[i].Seq, rec)
+		ev, err := eventlog.DecodeRecord(testID, evs[i].Seq, rec)
 		if err != nil {
 			t.Errorf("%s: %s: %v", path, name, err)
 		} else if d := eventDiff(evs[i], ev); d != "" || ev.Kind().String() != name {

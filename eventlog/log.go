@@ -48,6 +48,14 @@ type Info struct {
 	// may open. Empty otherwise.
 	AwaitedOwner string
 
+	// Quarantined says that a run of this execution failed with
+	// ErrCorrupt and that no Serve runs it until a person lifts the
+	// quarantine (Quarantiner); QuarantineError is that run's error. False
+	// and "" when it is not quarantined (or its store keeps no
+	// quarantine).
+	Quarantined     bool
+	QuarantineError string
+
 	// Key is the execution's start key (execution.created Key, DESIGN
 	// §9): "" for none and for a fork. A Pebble store keeps it in the
 	// header of executions created since Info had it; older ones show "",
@@ -125,7 +133,11 @@ type Log interface {
 	// Fork creates an execution whose events 1..at are parent's, without
 	// copying any, and writes fc as its event at+1. fc.Parent and fc.At are
 	// set by Fork (given values must be zero or equal). at must be in
-	// 1..Head(parent); otherwise the error wraps ErrInvalid.
+	// 1..Head(parent); otherwise the error wraps ErrInvalid. Fork checks
+	// the records of the prefix 1..at (CheckRecord: present, and whole
+	// where they belong; no payload is decoded) and refuses a damaged one
+	// with a *CorruptionError naming its execution and seq, writing
+	// nothing.
 	Fork(ctx context.Context, parent ID, at uint64, fc *ForkCreated, t time.Time) (ID, error)
 
 	// Close releases the log. Appends that returned before it are durable.

@@ -46,3 +46,22 @@ func CheckAwaiting(owner, lastError string) error {
 	}
 	return nil
 }
+
+// Quarantiner keeps, beside each execution, its quarantine: the mark Serve
+// sets on an execution whose run failed with ErrCorrupt (its history is
+// damaged, so every run would fail the same way). Info reports it as
+// Quarantined with the error; a Claimer's ClaimRunnable never claims a
+// quarantined execution, and Serve never runs one, until a person acts:
+// Unquarantine (forkline unquarantine ID, once the damage is mended),
+// Delete, or a fork before the damage. Like a RetryKeeper's note it is
+// not an event: it needs no lease, and it survives the process.
+type Quarantiner interface {
+	// Quarantine marks id quarantined by the error why (not empty).
+	// Quarantining a quarantined execution keeps the first error and says
+	// so with newly false. An unknown id wraps ErrNotFound; an empty why,
+	// ErrInvalid.
+	Quarantine(ctx context.Context, id ID, why string) (newly bool, err error)
+	// Unquarantine lifts id's quarantine, if any, and reports whether it
+	// had one. An unknown id wraps ErrNotFound.
+	Unquarantine(ctx context.Context, id ID) (was bool, err error)
+}

@@ -178,8 +178,12 @@ func eventDiff(want, got any) string {
 	return cmp.Diff(want, got, cmpopts.EquateEmpty())
 }
 
+// testID is the execution the sample records belong to.
+var testID = eventlog.ID{0x01, 0x8f, 0x3a, 0x5c, 0x00, 0x00, 0x70, 0x01, 0x80, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08}
+
+// mustRecord encodes ev as the event at ev.Seq of testID.
 func mustRecord(ev eventlog.Event) []byte {
-	rec, err := eventlog.AppendRecord(nil, ev)
+	rec, err := eventlog.AppendRecord(nil, testID, ev)
 	if err != nil {
 		panic(fmt.Sprintf("AppendRecord(%s): %v", ev.Kind(), err))
 	}

@@ -344,7 +344,7 @@ func (a *ackLog) record(op byte, id eventlog.ID, evs []eventlog.Event) error {
 // fingerprint identifies an event by its stored record: seq, time and
 // payload.
 func fingerprint(ev eventlog.Event) (string, error) {
-	rec, err := eventlog.AppendRecord(nil, ev)
+	rec, err := eventlog.AppendRecord(nil, eventlog.ID{}, ev)
 	if err != nil {
 		return "", err
 	}

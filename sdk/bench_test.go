@@ -77,7 +77,7 @@ func BenchmarkToolCall(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer db.Close()
-		rec, err := eventlog.AppendRecord(nil, eventlog.Event{Seq: 1, Data: &eventlog.StepSucceeded{
+		rec, err := eventlog.AppendRecord(nil, eventlog.ID{}, eventlog.Event{Seq: 1, Data: &eventlog.StepSucceeded{
 			StepID: strings.Repeat("0", 32), Result: []byte(`"ok"`)}})
 		if err != nil {
 			b.Fatal(err)

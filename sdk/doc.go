@@ -204,6 +204,16 @@
 // runs it at once and whose claim clears the note. A listing never
 // restarts a run that ended while it was read.
 //
+// A run that fails because a history it reads is damaged (an error that
+// is a *eventlog.CorruptionError naming an execution: its own or an
+// ancestor's) would fail the same way every time: on a store that
+// implements eventlog.Quarantiner (both stores do) Serve quarantines the
+// execution instead of backing it off, and logs it at Error once. Info
+// shows Quarantined and QuarantineError; ClaimRunnable and Serve's
+// listing skip it until a person acts: forkline unquarantine ID
+// (Quarantiner.Unquarantine) once the damage is mended, a delete, or a
+// fork before the damage.
+//
 // # Approvals
 //
 // A gate ([WithGate]) may answer policy.Decision{Approval: true} (DESIGN

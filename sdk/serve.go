@@ -215,6 +215,14 @@ func (k *Kernel) changes(ctx context.Context) <-chan eventlog.ID {
 // it clears the note. Any other error is the execution's (recorded in the
 // log) and is logged at Debug.
 //
+// A run that failed because a history is damaged (ErrCorrupt naming an
+// execution: its own, or an ancestor's whose prefix it shares) would fail
+// the same way every time: on a store that implements
+// eventlog.Quarantiner, Serve quarantines the execution instead of
+// backing it off — no Serve runs it again until a person lifts the
+// quarantine (forkline unquarantine ID), deletes it or forks it before
+// the damage — and logs that at Error, once.
+//
 // A recorded outcome is logged even when ctx ended after the run returned
 // it; any other error of a run that ctx cut short says nothing.
 func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID, err error, o serveOptions) {
@@ -224,6 +232,9 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
+	if k.quarantine(ctx, id, err) {
+		return
+	}
 	var keeper eventlog.RetryKeeper
 	eventlog.As(k.log, &keeper)
 	if ae, ok := asAwaiting(err); ok {
@@ -300,6 +311,35 @@ func ownerName(owner string) string {
 		return "(unrecorded)"
 	}
 	return owner
+}
+
+// quarantine quarantines id when err says that a history it reads is
+// damaged and the store keeps quarantines, logging it at Error when it is
+// new; it reports whether id is quarantined now. runLeased calls it
+// before it releases the lease, ranInServe again (a second call finds the
+// quarantine and logs nothing). Damage to the store's
+// files (a *CorruptionError naming no execution) is no execution's: it
+// is backed off like any other unrecorded error.
+func (k *Kernel) quarantine(ctx context.Context, id eventlog.ID, err error) bool {
+	var ce *eventlog.CorruptionError
+	if !errors.As(err, &ce) || ce.Execution.IsZero() {
+		return false
+	}
+	var q eventlog.Quarantiner
+	if !eventlog.As(k.log, &q) {
+		return false
+	}
+	newly, qerr := q.Quarantine(ctx, id, err.Error())
+	if qerr != nil {
+		k.logger.Warn("forkline: serve: cannot quarantine an execution whose history is damaged; backing off",
+			"execution", id.String(), "error", err.Error(), "quarantine_error", qerr.Error())
+		return false
+	}
+	if newly {
+		k.logger.Error("forkline: serve: the execution's history is damaged; quarantined: no Serve runs it until `forkline unquarantine` lifts it (or delete it, or fork it before the damage)",
+			"execution", id.String(), "error", err.Error())
+	}
+	return true
 }
 
 // outage counts Serve's failed attempts to reach the store since it last
@@ -392,6 +432,12 @@ func (k *Kernel) runLeased(ctx context.Context, leaser eventlog.Leaser, lease ev
 				// (a NOTIFY on Postgres): none of them, nor this one,
 				// claims it again in between without its note.
 				k.awaitingInServe(context.WithoutCancel(ctx), runs, ae, o)
+			}
+
+			if ctx.Err() == nil {
+				// Before the lease goes: released first, the execution
+				// could be claimed again before its quarantine.
+				k.quarantine(context.WithoutCancel(ctx), lease.ID, err)
 			}
 			k.release(ctx, leaser, lease)
 			return err
@@ -491,6 +537,9 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 		}
 		if info.RetryAt.After(now) && info.AwaitedOwner != k.owner {
 			continue // a Serve backs it off (DESIGN §15½.11), unless it awaits this owner (§15½.4)
+		}
+		if info.Quarantined {
+			continue // its history is damaged: a person acts first (ranInServe)
 		}
 		if info.Status == eventlog.StatusWaiting && (info.WakeAt.IsZero() || info.WakeAt.After(now)) {
 			// A wake time (a sleep, a retry's backoff) is awaited until it

@@ -220,7 +220,7 @@ func (s *server) eventsPage(ctx context.Context, page *serveapi.Events, from, to
 		if ev.Seq > to || len(page.Events) == limit {
 			break
 		}
-		rec, err := eventlog.AppendRecord(nil, ev)
+		rec, err := eventlog.AppendRecord(nil, page.Execution, ev)
 		if err != nil {
 			return 0, fmt.Errorf("webui: execution %s: seq %d: %w", page.Execution, ev.Seq, err)
 		}

@@ -42,7 +42,10 @@
 // them, and a database without the schema is "no forkline log here"
 // (exit 2); only the commands that write create or migrate it. A damaged
 // log is an error naming the damaged file (exit 1), and nothing is
-// rewritten. timeline --html writes FILE through a new file renamed over
+// rewritten; so is a damaged record (one changed, or moved to another seq
+// or execution), named by its execution and seq, for every command that
+// reads it (events, show, coverage, diff, timeline, and fork, which
+// refuses to fork past it). timeline --html writes FILE through a new file renamed over
 // it, so it refuses a FILE that exists and is not a regular file (a symlink
 // is not followed: give the file it points to).
 //
@@ -54,7 +57,13 @@
 //	                            (pending, running, waiting, completed,
 //	                            failed, cancelled); --key K lists the one
 //	                            started with K (the store's key index; a
-//	                            lookup never creates)
+//	                            lookup never creates); "quarantined" when a
+//	                            run found its history damaged (ErrCorrupt):
+//	                            Serve does not run it until a person acts
+//	unquarantine <id>           lift a quarantine (once the damage is
+//	                            mended, say from a backup): Serve runs the
+//	                            execution again; delete <id>, or a fork
+//	                            before the damage, are the other ways out
 //	tree                        the fork lineage of every execution
 //	events <id>                 the lineage's events, one line each
 //	coverage <id> [seq]         every event with its coverage and what a fork

@@ -31,11 +31,15 @@ func inputErrorf(format string, args ...any) error {
 }
 
 // exitStatus classifies err: bad input (ours, or one of the log's sentinels
-// for it) is status 2, anything else 1.
+// for it) is status 2, anything else 1. A damaged log is 1 even when what
+// found the damage also calls it invalid (a replay that met a corrupt
+// record): the input was fine, the log is not.
 func exitStatus(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, eventlog.ErrCorrupt):
+		return exitFailure
 	case errors.Is(err, errInput),
 		errors.Is(err, eventlog.ErrNotFound),
 		errors.Is(err, eventlog.ErrInvalid),

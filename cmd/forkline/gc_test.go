@@ -173,8 +173,8 @@ func sameEventsUpTo(a, b []eventlog.Event, n uint64) bool {
 		return false
 	}
 	for i := range n {
-		ra, erra := eventlog.AppendRecord(nil, a[i])
-		rb, errb := eventlog.AppendRecord(nil, b[i])
+		ra, erra := eventlog.AppendRecord(nil, eventlog.ID{}, a[i])
+		rb, errb := eventlog.AppendRecord(nil, eventlog.ID{}, b[i])
 		if erra != nil || errb != nil || string(ra) != string(rb) {
 			return false
 		}

@@ -44,6 +44,35 @@ func cmdDelete(e *env, prefix string) error {
 	})
 }
 
+// cmdUnquarantine lifts the quarantine of the execution prefix names
+// (eventlog.Quarantiner): Serve runs it again. One that is not
+// quarantined is left as it is, and said so.
+func cmdUnquarantine(e *env, prefix string) error {
+	return withLog(e, func(s logStore) error {
+		info, err := resolve(e, s, prefix)
+		if err != nil {
+			return err
+		}
+		var q eventlog.Quarantiner
+		if !eventlog.As(s, &q) {
+			return inputErrorf("unquarantine: this log keeps no quarantine")
+		}
+		was, err := q.Unquarantine(e.ctx, info.ID)
+		if err != nil {
+			return err
+		}
+		if e.opts.json {
+			return writeJSON(e.stdout, map[string]any{"execution": info.ID.String(), "was_quarantined": was, "error": info.QuarantineError})
+		}
+		if !was {
+			fmt.Fprintf(e.stdout, "%s is not quarantined; nothing changed\n", info.ID)
+			return nil
+		}
+		fmt.Fprintf(e.stdout, "lifted the quarantine of %s (%s); Serve runs it again\n", info.ID, clip(oneLine(info.QuarantineError), 200))
+		return nil
+	})
+}
+
 // gcStatuses are the statuses gc deletes by default: the ended ones.
 const gcStatuses = "completed,failed,cancelled"
 

@@ -28,10 +28,14 @@ type listing struct {
 	Status  string `json:"status"`
 	// AwaitingOwner is the owner a running execution waits for (DESIGN
 	// §15½.4, sdk.AwaitedOwner): ls shows "running, awaiting owner X".
-	AwaitingOwner *string    `json:"awaiting_owner,omitempty"`
-	Created       time.Time  `json:"created"`
-	Forks         []*listing `json:"forks,omitempty"`    // tree only
-	Children      []*listing `json:"children,omitempty"` // tree only: executions it started with Agent.Call
+	AwaitingOwner *string `json:"awaiting_owner,omitempty"`
+	// Quarantined is the error that quarantined the execution
+	// (eventlog.Quarantiner): a run found its history damaged, and Serve
+	// does not run it until forkline unquarantine.
+	Quarantined string     `json:"quarantined,omitempty"`
+	Created     time.Time  `json:"created"`
+	Forks       []*listing `json:"forks,omitempty"`    // tree only
+	Children    []*listing `json:"children,omitempty"` // tree only: executions it started with Agent.Call
 
 	info eventlog.Info
 }
@@ -54,7 +58,8 @@ func listSome(e *env, log eventlog.Log, f eventlog.Filter) ([]*listing, error) {
 		// The store keeps each execution's status (DESIGN §9): listing
 		// folds no lineage.
 		l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq,
-			Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key, info: info}
+			Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key,
+			Quarantined: info.QuarantineError, info: info}
 		if !info.Parent.IsZero() {
 			l.Parent = info.Parent.String()
 		}
@@ -89,7 +94,8 @@ func listKey(e *env, log eventlog.Log, f eventlog.Filter, key string) ([]*listin
 		return nil, nil
 	}
 	l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq, Head: info.Head,
-		Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key, info: info}
+		Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key,
+		Quarantined: info.QuarantineError, info: info}
 	if !info.Caller.IsZero() {
 		l.Caller = info.Caller.String()
 	}
@@ -175,10 +181,19 @@ func cmdLs(e *env, statuses, agent, key string) error {
 			if l.AwaitingOwner != nil {
 				status += ", awaiting owner " + ownerName(*l.AwaitingOwner)
 			}
+			if l.Quarantined != "" {
+				status += ", quarantined"
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, status, parent, timeText(l.Created))
 		}
 		if awaiting(all) {
 			fmt.Fprintln(tw, "(an execution awaiting its owner resumes when that owner runs it; if it never will: forkline fork ID --latest-covered, or forkline cancel ID)")
+		}
+		for _, l := range all {
+			if l.Quarantined != "" {
+				fmt.Fprintf(tw, "(%s is quarantined: %s; Serve does not run it: forkline unquarantine ID once the damage is mended, forkline delete ID, or fork it before the damage)\n",
+					l.ID, clip(oneLine(l.Quarantined), 200))
+			}
 		}
 		return tw.Flush()
 	})

@@ -266,6 +266,8 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdDecide(e, false, pos[0], pos[1], rejectBy, rejectNote) }},
 		{name: "delete", args: "<id>", short: "delete an execution (its forks keep what they read)", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdDelete(e, pos[0]) }},
+		{name: "unquarantine", args: "<id>", short: "let Serve run again an execution quarantined for a damaged history", minPos: 1, maxPos: 1,
+			run: func(e *env, pos []string) error { return cmdUnquarantine(e, pos[0]) }},
 		{name: "gc", short: "delete ended executions older than an age",
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&gcStatus, "status", gcStatuses, "statuses to delete, separated by commas")

@@ -347,13 +347,14 @@ func (s *Store) resolve(v []byte) ([]byte, error) {
 	return rec, nil
 }
 
-// decodeEvent decodes the event value v of seq, resolving chunks.
-func (s *Store) decodeEvent(seq uint64, v []byte) (eventlog.Event, error) {
+// decodeEvent decodes the event value v of seq of execution id, resolving
+// chunks.
+func (s *Store) decodeEvent(id eventlog.ID, seq uint64, v []byte) (eventlog.Event, error) {
 	rec, err := s.resolve(v)
 	if err != nil {
 		return eventlog.Event{}, err
 	}
-	return eventlog.DecodeRecord(seq, rec)
+	return eventlog.DecodeRecord(id, seq, rec)
 }
 
 // SweepStats is what Sweep found and removed.

@@ -44,8 +44,8 @@ func TestChunkedRoundTrip(t *testing.T) {
 		t.Fatalf("read %d events, appended %d", len(got), len(want))
 	}
 	for i := range want {
-		a, _ := eventlog.AppendRecord(nil, eventlog.Event{Time: want[i].Time, Data: want[i].Data})
-		b, _ := eventlog.AppendRecord(nil, eventlog.Event{Time: got[i].Time, Data: got[i].Data})
+		a, _ := eventlog.AppendRecord(nil, eventlog.ID{}, eventlog.Event{Time: want[i].Time, Data: want[i].Data})
+		b, _ := eventlog.AppendRecord(nil, eventlog.ID{}, eventlog.Event{Time: got[i].Time, Data: got[i].Data})
 		if string(a) != string(b) {
 			t.Fatalf("event %d reads back different", i+2)
 		}

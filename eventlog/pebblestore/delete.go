@@ -101,6 +101,7 @@ func (s *Store) Delete(ctx context.Context, id eventlog.ID) error {
 		return err
 	}
 	_ = b.Delete(stateKey(id), nil)
+	_ = b.Delete(quarantineKey(id), nil)
 	q := executionPrefix(tagInbox, id)
 	_ = b.DeleteRange(q, prefixEnd(q), nil)
 	if err := s.dropKey(b, e); err != nil {
@@ -238,7 +239,7 @@ func (s *Store) dropKey(b *pebble.Batch, e *execution) error {
 	if err != nil {
 		return s.readErr(e.id, "events", err)
 	}
-	ev, err := s.decodeEvent(1, v)
+	ev, err := s.decodeEvent(e.id, 1, v)
 	closer.Close()
 	if err != nil {
 		return &eventlog.CorruptionError{Execution: e.id, Seq: 1, What: "event", Err: err}

@@ -88,8 +88,9 @@
 //
 // The store implements [eventlog.Inbox] (DESIGN §8½): a request of
 // someone who does not own an execution (a cancel, an approval decision)
-// is stored under its own key, numbered 1, 2, 3… per execution, as an
-// event record (time and payload, checksummed like an event), synced when
+// is stored under its own key, numbered 1, 2, 3… per execution, as a
+// request record (time and payload, checksummed like an event and bound
+// to its execution and number: eventlog.AppendRequest), synced when
 // Request returns. Take is Append — the same code path, checks of head,
 // seqs and lease epoch, status and index updates — whose batch also
 // deletes the requests it names. A number is never given twice: the

@@ -197,7 +197,7 @@ func TestFormatPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rq, err := eventlog.AppendRecord(nil, goldenRequest())
+		rq, err := eventlog.AppendRequest(nil, pinParent, 3, goldenRequest())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +245,7 @@ func TestFormatPinned(t *testing.T) {
 		if back, requests, epoch, err := decodeStateValue(sv); err != nil || cmp.Diff(goldenStatus(), back) != "" || requests != goldenRequests || epoch != 0 {
 			t.Errorf("state value round trip: %v, requests %d\n%s", err, requests, cmp.Diff(goldenStatus(), back))
 		}
-		if back, err := eventlog.DecodeRecord(3, rq); err != nil || cmp.Diff(goldenRequest().Data, back.Data) != "" || !back.Time.Equal(goldenRequest().Time) {
+		if back, err := eventlog.DecodeRequest(pinParent, 3, rq); err != nil || cmp.Diff(goldenRequest().Data, back.Data) != "" || !back.Time.Equal(goldenRequest().Time) {
 			t.Errorf("request round trip: %v\n%s", err, cmp.Diff(goldenRequest().Data, back.Data))
 		}
 		var hb header

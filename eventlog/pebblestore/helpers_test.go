@@ -124,8 +124,8 @@ func diff(want, got any) string {
 // times (to the nanosecond) and payloads.
 func eventsEqual(a, b []eventlog.Event) bool {
 	return slices.EqualFunc(a, b, func(x, y eventlog.Event) bool {
-		rx, errx := eventlog.AppendRecord(nil, x)
-		ry, erry := eventlog.AppendRecord(nil, y)
+		rx, errx := eventlog.AppendRecord(nil, eventlog.ID{}, x)
+		ry, erry := eventlog.AppendRecord(nil, eventlog.ID{}, y)
 		return x.Seq == y.Seq && errx == nil && erry == nil && bytes.Equal(rx, ry)
 	})
 }

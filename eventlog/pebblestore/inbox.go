@@ -13,7 +13,8 @@ import (
 
 // The inbox (DESIGN §8½). Request n of an execution is the key
 // 'q' id[16] n[8], whose value is the request's time and payload encoded
-// as an event record (eventlog.AppendRecord), so a damaged request fails
+// as an inbox record bound to its execution and number
+// (eventlog.AppendRequest), so a damaged or moved request fails
 // its checksum like a damaged event. Numbers start at 1 and are never
 // given twice: the execution's state record keeps the newest number made
 // (written by every append, Take included), so removing the newest
@@ -135,18 +136,24 @@ func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 	if at.IsZero() {
 		at = time.Now()
 	}
-	rec, err := eventlog.AppendRecord(nil, eventlog.Event{Time: at, Data: p})
-	if err != nil {
+	req := eventlog.Event{Time: at, Data: p}
+	// Checked before the number is known, so that bad input writes nothing;
+	// encoded again below, bound to its number.
+	if _, err := eventlog.AppendRequest(nil, id, 0, req); err != nil {
 		return 0, fmt.Errorf("request to %s: %w", id, err)
 	}
 	var n uint64
-	err = s.withInbox(ctx, id, func(e *execution) error {
+	err := s.withInbox(ctx, id, func(e *execution) error {
 		if check != nil {
 			if err := check(e); err != nil {
 				return err
 			}
 		}
 		next := e.mu.inbox.last + 1
+		rec, err := eventlog.AppendRequest(nil, id, next, req)
+		if err != nil {
+			return fmt.Errorf("request to %s: %w", id, err)
+		}
 		if err := s.db.Set(requestKey(id, next), rec, s.write); err != nil {
 			e.mu.loaded = false // whether it landed is unknown: read the inbox again
 			return fmt.Errorf("pebblestore: execution %s: request: %w", id, err)
@@ -189,7 +196,7 @@ func (s *Store) readRequest(id eventlog.ID, n uint64) (eventlog.Request, error) 
 	if err != nil {
 		return eventlog.Request{}, fmt.Errorf("pebblestore: execution %s: read %s: %w", id, what, err)
 	}
-	ev, err := eventlog.DecodeRecord(n, v)
+	ev, err := eventlog.DecodeRequest(id, n, v)
 	closer.Close()
 	if err != nil {
 		return eventlog.Request{}, &eventlog.CorruptionError{Execution: id, What: what, Err: err}

@@ -112,8 +112,8 @@ func TestInboxNumbersAcrossReopen(t *testing.T) {
 	}
 }
 
-// A request is stored as its event record (time and payload) under its
-// key: the bytes are eventlog.AppendRecord's.
+// A request is stored as its record (time and payload) under its key,
+// bound to its execution and number: the bytes are eventlog.AppendRequest's.
 func TestRequestStoredAsRecord(t *testing.T) {
 	s := openMem(t)
 	id := create(t, s, "coder")
@@ -122,7 +122,7 @@ func TestRequestStoredAsRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := eventlog.AppendRecord(nil, ev)
+	want, err := eventlog.AppendRequest(nil, id, n, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestRequestsFromMemory(t *testing.T) {
 		t.Fatalf("pending: %v", got)
 	}
 	_, ev := cancelAt("behind", 1)
-	rec, err := eventlog.AppendRecord(nil, ev)
+	rec, err := eventlog.AppendRequest(nil, id, 1, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,12 +223,18 @@ func TestCorruptRequest(t *testing.T) {
 	setRaw(t, s, key, good[:len(good)-1])
 	wantCorrupt("request 2")
 	// A sound record of a kind that is not a request.
-	rec, err := eventlog.AppendRecord(nil, dispatch(1))
+	rec, err := eventlog.AppendRequest(nil, id, 2, dispatch(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	setRaw(t, s, key, rec)
 	wantCorrupt("request 2")
+	// A sound request moved over request 2: request 1 of the same
+	// execution, and request 1 of another (the record binds both).
+	for _, moved := range [][]byte{getRaw(t, s, pebblestore.RequestKey(id, 1)), getRaw(t, s, pebblestore.RequestKey(other, 1))} {
+		setRaw(t, s, key, moved)
+		wantCorrupt("request 2")
+	}
 	// A request lost behind the store's back.
 	if err := pebblestore.DB(s).Delete(key, pebble.Sync); err != nil {
 		t.Fatal(err)

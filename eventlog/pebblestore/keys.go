@@ -27,23 +27,34 @@ import (
 //	                                     format 3, chunks.go), by content
 //	'l' key                              a rate limiter's window (limiter.go):
 //	                                     the times of the calls it admitted
+//	'z' id[16]                           quarantine (eventlog.Quarantiner): the
+//	                                     error of the run that found the
+//	                                     execution's history damaged
 //
 // Integers are big-endian so that byte order is numeric order. An
 // execution's events and index entries are contiguous and ordered by seq, so
 // "the newest state at or before seq" is one SeekLT and a lineage read is one
 // range scan per ancestor.
 const (
-	tagMeta      = 'm'
-	tagHeader    = 'x'
-	tagEvent     = 'e'
-	tagIndex     = 'i'
-	tagState     = 's'
-	tagKey       = 'k'
-	tagInbox     = 'q'
-	tagTombstone = 't'
-	tagChunk     = 'c'
-	tagLimit     = 'l'
+	tagMeta       = 'm'
+	tagHeader     = 'x'
+	tagEvent      = 'e'
+	tagIndex      = 'i'
+	tagState      = 's'
+	tagKey        = 'k'
+	tagInbox      = 'q'
+	tagTombstone  = 't'
+	tagChunk      = 'c'
+	tagQuarantine = 'z'
+	tagLimit      = 'l'
 )
+
+// quarantineKey is the key of id's quarantine.
+func quarantineKey(id eventlog.ID) []byte {
+	k := make([]byte, 0, 17)
+	k = append(k, tagQuarantine)
+	return append(k, id[:]...)
+}
 
 var metaFormatKey = []byte{tagMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 

@@ -45,8 +45,8 @@ func TestSweptChunksWrittenAgain(t *testing.T) {
 		t.Fatalf("read %d events, appended %d", len(got), len(evs))
 	}
 	for i := range evs {
-		want, _ := eventlog.AppendRecord(nil, eventlog.Event{Time: evs[i].Time, Data: evs[i].Data})
-		have, _ := eventlog.AppendRecord(nil, eventlog.Event{Time: got[i].Time, Data: got[i].Data})
+		want, _ := eventlog.AppendRecord(nil, eventlog.ID{}, eventlog.Event{Time: evs[i].Time, Data: evs[i].Data})
+		have, _ := eventlog.AppendRecord(nil, eventlog.ID{}, eventlog.Event{Time: got[i].Time, Data: got[i].Data})
 		if string(want) != string(have) {
 			t.Fatalf("event %d reads back different after the sweep", i+2)
 		}

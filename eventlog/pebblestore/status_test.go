@@ -101,7 +101,7 @@ func TestMissingNewestEvent(t *testing.T) {
 	}
 	t.Run("event past the head", func(t *testing.T) {
 		s, root, _ := corruptionSetup(t)
-		rec, err := eventlog.AppendRecord(nil, eventlog.Event{Seq: 11, Time: t0, Data: &eventlog.DispatchStarted{Dispatch: 9}})
+		rec, err := eventlog.AppendRecord(nil, root, eventlog.Event{Seq: 11, Time: t0, Data: &eventlog.DispatchStarted{Dispatch: 9}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -129,6 +129,9 @@ type execution struct {
 		lease  eventlog.LeaseState  // in memory: see lease.go
 		inbox  inbox                // see inbox.go
 		retry  retryNote            // in memory: see retry.go
+		// quarantine is the error that quarantined the execution, "" for
+		// none (retry.go): kept under its own key, read by loadLocked.
+		quarantine string
 	}
 }
 
@@ -200,7 +203,7 @@ func (s *Store) foldOwn(id eventlog.ID, lo uint64) (eventlog.StatusState, bool) 
 		if len(k) != 25 || eventSeq(k) != want {
 			return eventlog.StatusState{}, false
 		}
-		ev, err := eventlog.DecodeRecord(want, it.Value())
+		ev, err := eventlog.DecodeRecord(id, want, it.Value())
 		if err != nil {
 			return eventlog.StatusState{}, false
 		}
@@ -239,7 +242,8 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		at = time.Now()
 	}
 	ev := eventlog.Event{Seq: 1, Time: at, Data: created}
-	rec, err := eventlog.AppendRecord(nil, ev)
+	id := eventlog.NewID()
+	rec, err := eventlog.AppendRecord(nil, id, ev)
 	if err != nil {
 		return eventlog.ID{}, err
 	}
@@ -259,7 +263,6 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	if o.CallerStep != "" && o.Caller.IsZero() {
 		return eventlog.ID{}, fmt.Errorf("%w: create: a caller step (%q) with no caller", eventlog.ErrInvalid, o.CallerStep)
 	}
-	id := eventlog.NewID()
 	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, CallerStep: o.CallerStep, Key: created.Key})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
@@ -445,6 +448,9 @@ func (s *Store) loadLocked(e *execution) error {
 	case last > st.Head:
 		return &eventlog.CorruptionError{Execution: e.id, Seq: last, What: "event", Err: fmt.Errorf("event past the recorded head %d", st.Head)}
 	}
+	if e.mu.quarantine, err = s.readQuarantine(e.id); err != nil {
+		return err
+	}
 	e.mu.head, e.mu.status = st.Head, st
 	e.mu.index = nil
 	e.mu.inbox = inbox{last: requests} // the pending requests are read on first use
@@ -535,6 +541,7 @@ func (e *execution) infoLocked() eventlog.Info {
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
 		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key,
 		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at, AwaitedOwner: e.mu.retry.owner,
+		Quarantined: e.mu.quarantine != "", QuarantineError: e.mu.quarantine,
 	}
 }
 
@@ -710,7 +717,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 			ev.Time = now
 		}
 		events[i] = ev
-		if records[i], err = eventlog.AppendRecord(nil, ev); err != nil {
+		if records[i], err = eventlog.AppendRecord(nil, id, ev); err != nil {
 			return 0, fmt.Errorf("execution %s: %w", id, err)
 		}
 	}
@@ -835,8 +842,10 @@ func (s *Store) wakeCallerLocked(b *pebble.Batch, e *execution, at time.Time) (*
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: execution %s: its caller %s: %w", e.id, e.hdr.Caller, err)
 	}
-	rec, err := eventlog.AppendRecord(nil, eventlog.Event{Time: at, Data: &eventlog.ChildEnded{StepID: e.hdr.CallerStep}})
-	if err != nil {
+	req := eventlog.Event{Time: at, Data: &eventlog.ChildEnded{StepID: e.hdr.CallerStep}}
+	// Checked before the number is known; encoded again below, bound to
+	// the caller's inbox and its number.
+	if _, err := eventlog.AppendRequest(nil, parent.id, 0, req); err != nil {
 		return nil, fmt.Errorf("execution %s: child.ended: %w", e.id, err)
 	}
 	parent.mu.Lock()
@@ -852,6 +861,11 @@ func (s *Store) wakeCallerLocked(b *pebble.Batch, e *execution, at time.Time) (*
 		return nil, err
 	}
 	n := parent.mu.inbox.last + 1
+	rec, err := eventlog.AppendRequest(nil, parent.id, n, req)
+	if err != nil {
+		parent.mu.Unlock()
+		return nil, fmt.Errorf("execution %s: child.ended: %w", e.id, err)
+	}
 	_ = b.Set(requestKey(parent.id, n), rec, nil)
 	return &wakeCaller{parent: parent, n: n}, nil
 }
@@ -884,7 +898,8 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	created := *fc
 	created.Parent, created.At = parent, at
 	ev := eventlog.Event{Seq: at + 1, Time: t, Data: &created}
-	rec, err := eventlog.AppendRecord(nil, ev)
+	id := eventlog.NewID()
+	rec, err := eventlog.AppendRecord(nil, id, ev)
 	if err != nil {
 		return eventlog.ID{}, err
 	}
@@ -897,6 +912,9 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, err
 	}
+	if err := s.verifyPrefix(ctx, p, at); err != nil {
+		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
+	}
 	states, err := s.resourceStates(p, at)
 	if err != nil {
 		return eventlog.ID{}, err
@@ -905,7 +923,6 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
 	}
-	id := eventlog.NewID()
 	hdr, err := encodeValue(&header{Agent: p.hdr.Agent, Parent: parent, At: at, Created: nanos(t)})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
@@ -999,7 +1016,7 @@ func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, 
 			yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")})
 			return false
 		}
-		ev, err := s.decodeEvent(want, it.Value())
+		ev, err := s.decodeEvent(id, want, it.Value())
 		if err != nil {
 			yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: err})
 			return false
@@ -1017,6 +1034,65 @@ func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, 
 		return false
 	}
 	return true
+}
+
+// verifyPrefix checks the records of e's lineage up to seq at — every
+// one present and whole where it belongs (eventlog.CheckRecord: header
+// and checksum, which binds the execution and seq; no payload is decoded)
+// — so that a fork never starts from a damaged prefix. Damage is a
+// *eventlog.CorruptionError naming the execution and seq.
+func (s *Store) verifyPrefix(ctx context.Context, e *execution, at uint64) error {
+	next := uint64(1)
+	for _, seg := range e.lineage {
+		hi := min(seg.hi, at)
+		if next > hi {
+			continue
+		}
+		if err := s.verifySegment(ctx, seg.id, next, hi); err != nil {
+			return err
+		}
+		next = hi + 1
+	}
+	return nil
+}
+
+// verifySegment is verifyPrefix's check of the own events lo..hi of id.
+func (s *Store) verifySegment(ctx context.Context, id eventlog.ID, lo, hi uint64) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: eventKey(id, lo),
+		UpperBound: eventKey(id, seqEnd(hi)),
+	})
+	if err != nil {
+		return s.readErr(id, "events", err)
+	}
+	defer it.Close()
+	want := lo
+	for ok := it.First(); ok; ok = it.Next() {
+		if want&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		k := it.Key()
+		if len(k) != 25 || eventSeq(k) != want {
+			return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")}
+		}
+		rec, err := s.resolve(it.Value())
+		if err == nil {
+			err = eventlog.CheckRecord(id, want, rec)
+		}
+		if err != nil {
+			return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: err}
+		}
+		want++
+	}
+	if err := it.Error(); err != nil {
+		return s.readErr(id, "events", err)
+	}
+	if want <= hi {
+		return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")}
+	}
+	return nil
 }
 
 // ResourceStates implements eventlog.Index.

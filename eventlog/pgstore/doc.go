@@ -20,9 +20,10 @@
 //     (eventlog.StatusState), its head, its lease (epoch, owner, expiry,
 //     released), the inbox's newest request number, Serve's backoff
 //     note (last_error, retry_ns; schema version 4, eventlog.RetryKeeper)
-//     and the owner it awaits (await_owner; schema version 5,
+//     and the owner it awaits (await_owner; schema version 6,
 //     eventlog.AwaitKeeper), and, for a child, its caller's StepID
-//     (caller_step, schema version 5). Every write to an
+//     (caller_step, schema version 6), and its quarantine (quarantine;
+//     schema version 7, eventlog.Quarantiner). Every write to an
 //     execution locks this row (SELECT … FOR UPDATE) for its transaction.
 //   - events: (execution, seq) → the encoded record (eventlog.AppendRecord).
 //     A fork's own events start at its fork point + 1: a fork is a row
@@ -64,8 +65,11 @@
 // (IdleInTransactionTimeout, unless the URL sets it), so that a process
 // paused inside a transaction does not keep its execution's row locked,
 // and unclaimable by other workers, after its lease expired. An
-// event row that does not decode, or a seq missing from a lineage, is a
-// *eventlog.CorruptionError naming the execution and seq.
+// event row that does not decode — one damaged, or moved to another seq
+// or execution: a record's checksum binds both — or a seq missing from a
+// lineage, is a *eventlog.CorruptionError naming the execution and seq;
+// Fork checks the prefix's rows up to its fork point and refuses such
+// damage.
 //
 // # Notifications
 //

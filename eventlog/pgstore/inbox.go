@@ -11,9 +11,9 @@ import (
 )
 
 // The inbox (DESIGN §8½). A request is a row of the requests table whose
-// record is the request's time and payload encoded as an event record
-// (eventlog.AppendRecord), so a damaged request fails its checksum like a
-// damaged event. Numbers start at 1 and are never given twice: the
+// record is the request's time and payload encoded as an inbox record
+// bound to its execution and number (eventlog.AppendRequest), so a
+// damaged or moved request fails its checksum like a damaged event. Numbers start at 1 and are never given twice: the
 // execution's row keeps the newest number given (inbox_last). A Request
 // locks the execution's row only for its own short transaction, so it
 // waits at most for one append's commit and never makes it fail.
@@ -62,8 +62,10 @@ func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 	if at.IsZero() {
 		at = time.Now()
 	}
-	rec, err := eventlog.AppendRecord(nil, eventlog.Event{Time: at, Data: p})
-	if err != nil {
+	req := eventlog.Event{Time: at, Data: p}
+	// Checked before the number is known, so that bad input writes nothing;
+	// encoded again in the transaction, bound to its number.
+	if _, err := eventlog.AppendRequest(nil, id, 0, req); err != nil {
 		return 0, fmt.Errorf("request to %s: %w", id, err)
 	}
 	if err := s.enter(ctx); err != nil {
@@ -71,7 +73,7 @@ func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 	}
 	defer s.leave()
 	var n int64
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if check != nil {
 			if err := check(tx); err != nil {
 				return err
@@ -81,6 +83,10 @@ func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 		if err == pgx.ErrNoRows {
 			return fmt.Errorf("%w: execution %s", eventlog.ErrNotFound, id)
 		}
+		if err != nil {
+			return err
+		}
+		rec, err := eventlog.AppendRequest(nil, id, uint64(n), req)
 		if err != nil {
 			return err
 		}
@@ -129,7 +135,7 @@ func (s *Store) readRequests(ctx context.Context, q querier, id eventlog.ID) ([]
 		if n <= 0 {
 			return nil, &eventlog.CorruptionError{Execution: id, What: what, Err: fmt.Errorf("request number %d", n)}
 		}
-		ev, err := eventlog.DecodeRecord(uint64(n), rec)
+		ev, err := eventlog.DecodeRequest(id, uint64(n), rec)
 		if err != nil {
 			return nil, &eventlog.CorruptionError{Execution: id, What: what, Err: err}
 		}

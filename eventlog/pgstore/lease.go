@@ -123,7 +123,7 @@ func clearAwaiting(owner string) string {
 // so parked for a child — a pending child.ended request, which a child's
 // end wrote (the children's rows are not read) — and Serve does not back it off
 // (SetRetry) until after now; an execution backed off because it is left
-// to owner (SetAwaiting) is runnable for owner at once. Expiry is judged by the database's clock;
+// to owner (SetAwaiting) is runnable for owner at once; a quarantined execution (Quarantine) never is. Expiry is judged by the database's clock;
 // wake times by now, the caller's.
 func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]eventlog.Lease, error) {
 	if err := eventlog.CheckClaim(owner, ttl); err != nil {
@@ -146,7 +146,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 		rows, err := tx.Query(ctx, `SELECT e.id FROM `+s.q.executions+` e
 			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
 			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
-			AND (e.retry_ns <= $6 OR e.await_owner = $9)
+			AND (e.retry_ns <= $6 OR e.await_owner = $9) AND e.quarantine = ''
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
 				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind <> $7)

@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -340,6 +340,11 @@ var migrations = []func(schema string) []string{
 				ADD COLUMN await_owner text NOT NULL DEFAULT ''`,
 			`ALTER TABLE ` + sc + `.requests ADD COLUMN kind smallint NOT NULL DEFAULT 0`,
 		}
+	},
+	// Version 7: quarantine (eventlog.Quarantiner): the error of the run
+	// that found the execution's history damaged; '': not quarantined.
+	func(sc string) []string {
+		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN quarantine text NOT NULL DEFAULT ''`}
 	},
 }
 

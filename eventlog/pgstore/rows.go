@@ -53,6 +53,9 @@ type row struct {
 	inboxLast uint64
 	retry     retryNote
 	key       string // idem_key: the start key, "" for none
+	// quarantine is the error that quarantined the execution
+	// (eventlog.Quarantiner); "" for none.
+	quarantine string
 }
 
 // retryNote is the backoff a Serve loop noted (eventlog.RetryKeeper).
@@ -64,7 +67,7 @@ type retryNote struct {
 
 const rowCols = `id, agent, parent, fork_seq, caller, created_ns, head, status, updated_ns, wake_ns, deadline_ns,
 	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last,
-	last_error, retry_ns, coalesce(idem_key, ''), await_owner`
+	last_error, retry_ns, coalesce(idem_key, ''), await_owner, quarantine`
 
 // scanRow reads one row of rowCols (and then extra) from r.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
@@ -75,11 +78,12 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		status                                          int16
 		dispatched, parked, released                    bool
 		agent, owner, lastError, key, awaitOwner        string
+		quarantine                                      string
 		approvals                                       []string
 	)
 	dest := append([]any{&id, &agent, &parent, &forkSeq, &caller, &created, &head, &status, &updated, &wake, &deadline,
 		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast,
-		&lastError, &retryAt, &key, &awaitOwner}, extra...)
+		&lastError, &retryAt, &key, &awaitOwner, &quarantine}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -115,7 +119,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		out.status.Approvals = nil
 	}
 	out.lease = eventlog.LeaseState{Epoch: uint64(epoch), Owner: owner, Expires: fromNanos(expires), Released: released}
-	out.inboxLast, out.key = uint64(inboxLast), key
+	out.inboxLast, out.key, out.quarantine = uint64(inboxLast), key, quarantine
 	if lastError != "" {
 		out.retry = retryNote{lastError: lastError, at: fromNanos(retryAt), owner: awaitOwner}
 	}
@@ -133,6 +137,7 @@ func (r *row) info() eventlog.Info {
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
 		Deadline: st.Deadline, Caller: r.hdr.Caller, Approvals: st.Approvals, Key: r.key,
 		LastError: r.retry.lastError, RetryAt: r.retry.at, AwaitedOwner: r.retry.owner,
+		Quarantined: r.quarantine != "", QuarantineError: r.quarantine,
 	}
 }
 

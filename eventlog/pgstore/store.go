@@ -30,7 +30,8 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		at = time.Now()
 	}
 	ev := eventlog.Event{Seq: 1, Time: at, Data: created}
-	rec, err := eventlog.AppendRecord(nil, ev)
+	id := eventlog.NewID()
+	rec, err := eventlog.AppendRecord(nil, id, ev)
 	if err != nil {
 		return eventlog.ID{}, err
 	}
@@ -44,7 +45,6 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	}
 	var st eventlog.StatusState
 	st.Apply(ev)
-	id := eventlog.NewID()
 	inserted := false
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// With a key, a concurrent Create of the same key waits on the
@@ -281,7 +281,7 @@ func prepare(id eventlog.ID, expectedHead uint64, events []eventlog.Event) ([]ev
 		}
 		events[i] = ev
 		var err error
-		if records[i], err = eventlog.AppendRecord(nil, ev); err != nil {
+		if records[i], err = eventlog.AppendRecord(nil, id, ev); err != nil {
 			return nil, nil, fmt.Errorf("execution %s: %w", id, err)
 		}
 	}
@@ -399,18 +399,18 @@ func (s *Store) wakeCaller(ctx context.Context, tx pgx.Tx, id, caller eventlog.I
 	if err := tx.QueryRow(ctx, `SELECT caller_step FROM `+s.q.executions+` WHERE id = $1`, id[:]).Scan(&step); err != nil {
 		return err
 	}
-	rec, err := eventlog.AppendRecord(nil, eventlog.Event{Time: at, Data: &eventlog.ChildEnded{StepID: step}})
-	if err != nil {
-		return fmt.Errorf("execution %s: child.ended: %w", id, err)
-	}
 	var n int64
-	err = tx.QueryRow(ctx, `UPDATE `+s.q.executions+` SET inbox_last = inbox_last + 1 WHERE id = $1 AND deleted_kept IS NULL RETURNING inbox_last`,
+	err := tx.QueryRow(ctx, `UPDATE `+s.q.executions+` SET inbox_last = inbox_last + 1 WHERE id = $1 AND deleted_kept IS NULL RETURNING inbox_last`,
 		caller[:]).Scan(&n)
 	if err == pgx.ErrNoRows {
 		return nil // deleted
 	}
 	if err != nil {
 		return err
+	}
+	rec, err := eventlog.AppendRequest(nil, caller, uint64(n), eventlog.Event{Time: at, Data: &eventlog.ChildEnded{StepID: step}})
+	if err != nil {
+		return fmt.Errorf("execution %s: child.ended: %w", id, err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO `+s.q.requests+` (execution, n, record, kind) VALUES ($1, $2, $3, $4)`,
 		caller[:], n, rec, int16(eventlog.KindChildEnded)); err != nil {
@@ -470,7 +470,8 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	created := *fc
 	created.Parent, created.At = parent, at
 	ev := eventlog.Event{Seq: at + 1, Time: t, Data: &created}
-	rec, err := eventlog.AppendRecord(nil, ev)
+	id := eventlog.NewID()
+	rec, err := eventlog.AppendRecord(nil, id, ev)
 	if err != nil {
 		return eventlog.ID{}, err
 	}
@@ -481,6 +482,9 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	segs, err := s.lineage(ctx, parent)
 	if err != nil {
 		return eventlog.ID{}, err
+	}
+	if err := s.verifyPrefix(ctx, segs, at); err != nil {
+		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
 	}
 	// The parent's events up to at never change: no lock is needed.
 	states, err := s.resourceStates(ctx, s.pool, segs, at)
@@ -494,7 +498,6 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	}
 	var status eventlog.StatusState // a fork's status is its own: pending
 	status.Apply(ev)
-	id := eventlog.NewID()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The parent's row is held (shared) until the fork is in: a Delete
 		// of the parent, which locks it for update and reads its forks,
@@ -524,6 +527,61 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	}
 	s.remember(id, &cachedIndex{head: at + 1, state: index, status: normalStatus(status)})
 	return id, nil
+}
+
+// verifyPrefix checks the records of the lineage segs up to seq at —
+// every one present and whole where it belongs (eventlog.CheckRecord:
+// header and checksum, which binds the execution and seq; no payload is
+// decoded), a page at a time — so that a fork never starts from a damaged
+// prefix. Damage is a *eventlog.CorruptionError naming the execution and
+// seq. The caller has entered the store.
+func (s *Store) verifyPrefix(ctx context.Context, segs []segment, at uint64) error {
+	next := uint64(1)
+	for _, seg := range segs {
+		hi := min(seg.hi, at)
+		for next <= hi {
+			last := min(hi, next+pageSize-1)
+			if err := s.verifyPage(ctx, seg.id, next, last); err != nil {
+				return err
+			}
+			next = last + 1
+		}
+	}
+	return nil
+}
+
+// verifyPage is verifyPrefix's check of the own events lo..hi of id.
+func (s *Store) verifyPage(ctx context.Context, id eventlog.ID, lo, hi uint64) error {
+	rows, err := s.pool.Query(ctx, `SELECT seq, record FROM `+s.q.events+` WHERE execution = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq`,
+		id[:], int64(lo), int64(hi))
+	if err != nil {
+		return s.wrap(err, "execution %s: read events", id)
+	}
+	defer rows.Close()
+	want := lo
+	for rows.Next() {
+		var (
+			seq int64
+			rec []byte
+		)
+		if err := rows.Scan(&seq, &rec); err != nil {
+			return s.wrap(err, "execution %s: read events", id)
+		}
+		if uint64(seq) != want {
+			return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")}
+		}
+		if err := eventlog.CheckRecord(id, want, rec); err != nil {
+			return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: err}
+		}
+		want++
+	}
+	if err := rows.Err(); err != nil {
+		return s.wrap(err, "execution %s: read events", id)
+	}
+	if want <= hi {
+		return &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")}
+	}
+	return nil
 }
 
 // Events implements eventlog.Log. It reads the head, then each segment of
@@ -596,7 +654,7 @@ func (s *Store) readEvents(ctx context.Context, id eventlog.ID, lo, hi uint64) (
 		if uint64(seq) != want {
 			return nil, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: errors.New("event missing from the log")}
 		}
-		ev, err := eventlog.DecodeRecord(want, rec)
+		ev, err := eventlog.DecodeRecord(id, want, rec)
 		if err != nil {
 			return nil, &eventlog.CorruptionError{Execution: id, Seq: want, What: "event", Err: err}
 		}

@@ -6,8 +6,13 @@
 // TestStore runs every check; each also runs alone: TestLeaser (claim,
 // renewal, release, expiry, takeover, the fencing of appends by epoch),
 // TestCreateKeys (idempotency keys of Create), TestList (List's filters
-// and paging, Create's Caller) TestInbox (Request, Requests, Take) and TestLimiter (TakeLimit's
-// sliding windows, keys, expiry and concurrent takes).
+// and paging, Create's Caller), TestInbox (Request, Requests, Take),
+// TestLimiter (TakeLimit's sliding windows, keys, expiry and concurrent
+// takes), TestChildEnded, TestRetryKeeper and TestQuarantiner (Serve's backoff note and
+// quarantine, and ClaimRunnable skipping them). TestTamper (records
+// swapped, moved from another execution, deleted or flipped behind the
+// store's back read as corruption, and Fork refuses them) needs a
+// Tamperer into the store's raw records, so it is not in TestStore.
 // They check what a store writes — lineages, heads, listings, pending
 // requests — not only what a call returns.
 //

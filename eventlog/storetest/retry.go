@@ -164,3 +164,86 @@ func testAwaitKeeper(t *testing.T, s Store, ak eventlog.AwaitKeeper) {
 		t.Fatalf("after the awaited owner's Claim: %+v, want no note", in)
 	}
 }
+
+// TestQuarantiner checks the eventlog.Quarantiner contract of a store that
+// implements it: Info shows a quarantine and its error, a second
+// Quarantine keeps the first error and is not newly, Unquarantine lifts it
+// once, an unknown execution is ErrNotFound and an empty error
+// ErrInvalid, events are untouched, and — on a Claimer — ClaimRunnable
+// never claims a quarantined execution, and claims it again once lifted.
+func TestQuarantiner(t *testing.T, open func(t *testing.T) Store) {
+	ctx := t.Context()
+	s := open(t)
+	q, ok := s.(eventlog.Quarantiner)
+	if !ok {
+		t.Skip("the store keeps no quarantine")
+	}
+	id, other := newExecution(t, s), newExecution(t, s)
+	info := func(id eventlog.ID) eventlog.Info {
+		t.Helper()
+		in, err := s.Info(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	if in := info(id); in.Quarantined || in.QuarantineError != "" {
+		t.Fatalf("a new execution: Quarantined %v %q; want none", in.Quarantined, in.QuarantineError)
+	}
+	before := readEvents(t, s, id)
+	if newly, err := q.Quarantine(ctx, id, "corrupt: seq 3"); err != nil || !newly {
+		t.Fatalf("Quarantine = %v, %v; want newly", newly, err)
+	}
+	if newly, err := q.Quarantine(ctx, id, "again"); err != nil || newly {
+		t.Fatalf("second Quarantine = %v, %v; want not newly", newly, err)
+	}
+	if in := info(id); !in.Quarantined || in.QuarantineError != "corrupt: seq 3" {
+		t.Fatalf("after Quarantine: %v %q; want quarantined by the first error", in.Quarantined, in.QuarantineError)
+	}
+	if in := info(other); in.Quarantined {
+		t.Fatalf("another execution shows quarantined")
+	}
+	if got := readEvents(t, s, id); !sameEvents(got, before) {
+		t.Fatalf("Quarantine changed the events: %v, want %v", kinds(got), kinds(before))
+	}
+	if infos := listAll(t, s, eventlog.Filter{}); len(infos) != 2 || !infos[0].Quarantined && !infos[1].Quarantined {
+		t.Fatalf("List shows no quarantine: %+v", infos)
+	}
+	c, claimer := s.(eventlog.Claimer)
+	if claimer {
+		ls, err := c.ClaimRunnable(ctx, "w", time.Minute, []string{"a"}, 10, time.Now())
+		if err != nil || len(ls) != 1 || ls[0].ID != other {
+			t.Fatalf("ClaimRunnable with one quarantined = %+v, %v; want only %s", ls, err, other)
+		}
+		if err := c.Release(ctx, ls[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if was, err := q.Unquarantine(ctx, id); err != nil || !was {
+		t.Fatalf("Unquarantine = %v, %v; want it was", was, err)
+	}
+	if was, err := q.Unquarantine(ctx, id); err != nil || was {
+		t.Fatalf("second Unquarantine = %v, %v; want it was not", was, err)
+	}
+	if in := info(id); in.Quarantined || in.QuarantineError != "" {
+		t.Fatalf("after Unquarantine: %v %q; want none", in.Quarantined, in.QuarantineError)
+	}
+	if claimer {
+		ls, err := c.ClaimRunnable(ctx, "w2", time.Minute, []string{"a"}, 10, time.Now().Add(time.Hour))
+		if err != nil || len(ls) != 2 {
+			t.Fatalf("ClaimRunnable after Unquarantine = %+v, %v; want both", ls, err)
+		}
+	}
+	if _, err := q.Quarantine(ctx, eventlog.NewID(), "x"); !errors.Is(err, eventlog.ErrNotFound) {
+		t.Fatalf("Quarantine of an unknown execution = %v, want ErrNotFound", err)
+	}
+	if _, err := q.Unquarantine(ctx, eventlog.NewID()); !errors.Is(err, eventlog.ErrNotFound) {
+		t.Fatalf("Unquarantine of an unknown execution = %v, want ErrNotFound", err)
+	}
+	if _, err := q.Quarantine(ctx, id, ""); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("Quarantine without an error = %v, want ErrInvalid", err)
+	}
+	if in := info(id); in.Quarantined {
+		t.Fatalf("a refused Quarantine quarantined")
+	}
+}

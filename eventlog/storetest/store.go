@@ -26,6 +26,7 @@ func TestStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("RetryKeeper", func(t *testing.T) { TestRetryKeeper(t, open) })
 	t.Run("Limiter", func(t *testing.T) { TestLimiter(t, func(t *testing.T) eventlog.Log { return open(t) }) })
 	t.Run("ChildEnded", func(t *testing.T) { TestChildEnded(t, open) })
+	t.Run("Quarantiner", func(t *testing.T) { TestQuarantiner(t, open) })
 }
 
 // collect reads seq to its end: the values, and the error, which must
@@ -68,14 +69,15 @@ func listAll(t *testing.T, s eventlog.Log, f eventlog.Filter) []eventlog.Info {
 }
 
 // sameEvents reports whether a and b hold the same seqs, times and
-// payloads (compared by their encoded records).
+// payloads (compared by their encoded records, both encoded as records of
+// the zero ID: the comparison is of content, not place).
 func sameEvents(a, b []eventlog.Event) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		ra, erra := eventlog.AppendRecord(nil, a[i])
-		rb, errb := eventlog.AppendRecord(nil, b[i])
+		ra, erra := eventlog.AppendRecord(nil, eventlog.ID{}, a[i])
+		rb, errb := eventlog.AppendRecord(nil, eventlog.ID{}, b[i])
 		if a[i].Seq != b[i].Seq || erra != nil || errb != nil || !bytes.Equal(ra, rb) {
 			return false
 		}

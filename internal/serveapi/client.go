@@ -205,7 +205,7 @@ func (l *Log) Events(ctx context.Context, id eventlog.ID, from uint64) iter.Seq2
 				return
 			}
 			for _, we := range page.Events {
-				ev, err := eventlog.DecodeRecord(we.Seq, we.Record)
+				ev, err := eventlog.DecodeRecord(id, we.Seq, we.Record)
 				if err != nil {
 					yield(eventlog.Event{}, &eventlog.CorruptionError{Execution: id, Seq: we.Seq, Err: err})
 					return

@@ -7,9 +7,10 @@
 //
 // The types of this package are the answers of the /api/ endpoints of
 // webui.Handler; [Log] is the client that turns them back into an
-// [eventlog.IndexedLog]. Events travel as their stored records
-// (eventlog.AppendRecord) beside their JSON for people, so a reader decodes
-// exactly what the store holds. Long reads come in pages (PageSize) and
+// [eventlog.IndexedLog]. Events travel as records (eventlog.AppendRecord,
+// bound to the execution asked for and the seq) beside their JSON for
+// people, so a reader decodes exactly what the store holds, and a record
+// served for another execution or seq fails its checksum. Long reads come in pages (PageSize) and
 // are cut at the head the first page saw, as [eventlog.Log.Events]
 // promises. Errors come back as [Error] with a code that maps to the log's
 // sentinels, so errors.Is(err, eventlog.ErrNotFound) holds through the

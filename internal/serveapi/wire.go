@@ -93,8 +93,11 @@ type Executions struct {
 }
 
 // Event is one event on the wire: what people read (kind, summary, data)
-// and the exact stored record (eventlog.AppendRecord), from which a client
-// decodes the very event the store holds.
+// and the event's record (eventlog.AppendRecord), from which a client
+// decodes the very event the store holds. On the wire a record is bound
+// to the execution asked for (Events.Execution) and its seq, even an event
+// of the prefix a fork shares with its parent, which the store binds to
+// the parent.
 type Event struct {
 	Seq     uint64          `json:"seq"`
 	Time    time.Time       `json:"time"`
