@@ -133,15 +133,29 @@ type Log interface {
 	// Fork creates an execution whose events 1..at are parent's, without
 	// copying any, and writes fc as its event at+1. fc.Parent and fc.At are
 	// set by Fork (given values must be zero or equal). at must be in
-	// 1..Head(parent); otherwise the error wraps ErrInvalid. Fork checks
-	// the records of the prefix 1..at (CheckRecord: present, and whole
-	// where they belong; no payload is decoded) and refuses a damaged one
-	// with a *CorruptionError naming its execution and seq, writing
-	// nothing.
+	// 1..Head(parent); otherwise the error wraps ErrInvalid. Fork reads
+	// no record of the prefix, so its cost does not grow with at (DESIGN
+	// §5): a damaged prefix is found when the fork's lineage is read (a
+	// *CorruptionError naming the damaged execution and seq), or before
+	// the fork, at a cost that grows with at, by PrefixVerifier.
 	Fork(ctx context.Context, parent ID, at uint64, fc *ForkCreated, t time.Time) (ID, error)
 
 	// Close releases the log. Appends that returned before it are durable.
 	Close() error
+}
+
+// PrefixVerifier checks a lineage's stored records without decoding
+// them: every record of 1..at present, and whole where it belongs
+// (CheckRecord: its checksum binds the execution and seq in format 3).
+// Its cost grows with at, which is why Fork does not call it (DESIGN §5);
+// sdk.VerifyPrefix and the forkline fork command do, before forking.
+// Both stores implement it; find it through As.
+type PrefixVerifier interface {
+	// VerifyPrefix checks the records 1..at of id's lineage. Damage is a
+	// *CorruptionError (wrapping ErrCorrupt) naming the execution and the
+	// first damaged seq; at outside 1..Head(id) wraps ErrInvalid; an
+	// unknown id wraps ErrNotFound.
+	VerifyPrefix(ctx context.Context, id ID, at uint64) error
 }
 
 // Index answers the checkpoint questions of DESIGN §5 for any seq of any

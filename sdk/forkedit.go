@@ -27,6 +27,7 @@ type forkEdit struct {
 	results  []forkResult
 	messages []Message
 	covered  bool
+	verify   bool
 }
 
 // forkResult is one WithResult.
@@ -132,10 +133,28 @@ func RequireCovered() ForkOption {
 	}
 }
 
+// VerifyPrefix makes Fork check the stored records of the prefix 1..at
+// first (eventlog.PrefixVerifier: each present, and whole where it
+// belongs; no payload is decoded) and refuse a damaged one with the
+// store's *eventlog.CorruptionError (wrapping eventlog.ErrCorrupt) naming
+// the damaged execution and seq, writing nothing. Without it Fork reads
+// no record of the prefix, so its cost does not grow with at (DESIGN §5),
+// and damage is found when the fork runs (Run fails with ErrCorrupt;
+// Serve quarantines it). Its cost grows with at; forkline fork uses it
+// unless given --no-verify. A store that cannot verify makes Fork fail
+// with ErrInvalid.
+func VerifyPrefix() ForkOption {
+	return func(e *forkEdit) error {
+		e.verify = true
+		return nil
+	}
+}
+
 // Fork creates a fork of execution id at event at (DESIGN §5): a new
 // execution that replays events 1..at and restores each resource from its
 // selection on first use. Run it with Run. opts edit the fork (DESIGN
-// §12): [WithInput], [WithResult], [WithMessages], [RequireCovered]. Bad input — at 0 or
+// §12): [WithInput], [WithResult], [WithMessages], [RequireCovered],
+// [VerifyPrefix]. Bad input — at 0 or
 // past the head, an unknown execution, an option the lineage does not allow
 // — returns an error and writes nothing.
 func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...ForkOption) (eventlog.ID, error) {
@@ -146,6 +165,15 @@ func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...Fo
 		}
 		if err := opt(&e); err != nil {
 			return eventlog.ID{}, err
+		}
+	}
+	if e.verify {
+		var pv eventlog.PrefixVerifier
+		if !eventlog.As(k.log, &pv) {
+			return eventlog.ID{}, fmt.Errorf("%w: sdk: fork of %s: VerifyPrefix: the store (%T) cannot verify records", ErrInvalid, id, k.log)
+		}
+		if err := pv.VerifyPrefix(ctx, id, at); err != nil {
+			return eventlog.ID{}, fmt.Errorf("sdk: fork of %s at seq %d: %w", id, at, err)
 		}
 	}
 	fopts, err := k.forkOptions(ctx, id, e)

@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -155,6 +156,19 @@ func TestServeQuarantinesDamagedPebble(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	deletePebbleEvent(t, dir, parent, 2)
+	s, err = pebblestore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	testServeQuarantines(t, s, parent, forks)
+}
+
+// deletePebbleEvent deletes event seq of id from the closed Pebble log in
+// dir, behind pebblestore's back.
+func deletePebbleEvent(t *testing.T, dir string, id eventlog.ID, seq uint64) {
+	t.Helper()
 	// Pebble itself changes the tables behind pebblestore's back: drop
 	// pebblestore's clean-close record, as its own Open for writing does,
 	// or the next Open reports the MANIFEST as damaged.
@@ -165,16 +179,83 @@ func TestServeQuarantinesDamagedPebble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := raw.Delete(binary.BigEndian.AppendUint64(append([]byte{'e'}, parent[:]...), 2), pebble.Sync); err != nil {
+	if err := raw.Delete(binary.BigEndian.AppendUint64(append([]byte{'e'}, id[:]...), seq), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	if err := raw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = pebblestore.Open(dir)
+}
+
+// TestForkVerifyPrefix: Fork reads no record of the prefix (DESIGN §5),
+// so a fork of a damaged prefix is made, and its run fails with
+// ErrCorrupt naming the damaged execution and seq, appending nothing;
+// with sdk.VerifyPrefix the fork is refused with that error and nothing
+// is written; a healthy prefix verifies and forks.
+func TestForkVerifyPrefix(t *testing.T) {
+	dir := t.TempDir()
+	s, err := pebblestore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := t.Context()
+	k := newKernel(t, s, registerDouble)
+	var ids [2]eventlog.ID
+	for i := range ids {
+		if ids[i], err = k.Start(ctx, "double", 5+i); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Run(ctx, ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damaged, healthy := ids[0], ids[1]
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deletePebbleEvent(t, dir, damaged, 2)
+	if s, err = pebblestore.Open(dir); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = s.Close() })
-	testServeQuarantines(t, s, parent, forks)
+	k = newKernel(t, s, registerDouble)
+	count := func() int {
+		n := 0
+		for _, err := range s.List(ctx, eventlog.Filter{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		return n
+	}
+	wantDamage := func(what string, err error) {
+		t.Helper()
+		var ce *eventlog.CorruptionError
+		if !errors.Is(err, eventlog.ErrCorrupt) || !errors.As(err, &ce) || ce.Execution != damaged || ce.Seq != 2 {
+			t.Fatalf("%s = %v; want ErrCorrupt naming %s seq 2", what, err, damaged)
+		}
+	}
+	before := count()
+	_, err = k.Fork(ctx, damaged, 4, sdk.VerifyPrefix())
+	wantDamage("Fork(VerifyPrefix)", err)
+	if n := count(); n != before {
+		t.Fatalf("%d executions after the refused fork, want %d", n, before)
+	}
+	f, err := k.Fork(ctx, damaged, 4)
+	if err != nil {
+		t.Fatalf("Fork without VerifyPrefix: %v (it reads no record of the prefix)", err)
+	}
+	_, err = k.Run(ctx, f)
+	wantDamage("Run(fork of the damaged prefix)", err)
+	if info, err := s.Info(ctx, f); err != nil || info.Head != 5 {
+		t.Fatalf("the fork's head after its failed run = %d (%v), want 5: fork.created alone", info.Head, err)
+	}
+	g, err := k.Fork(ctx, healthy, 4, sdk.VerifyPrefix())
+	if err != nil {
+		t.Fatalf("Fork(healthy, VerifyPrefix): %v", err)
+	}
+	if res, err := k.Run(ctx, g); err != nil || string(res.Output) != "12" {
+		t.Fatalf("the healthy fork ran to %s, %v; want 12", res.Output, err)
+	}
 }

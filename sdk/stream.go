@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -91,7 +92,13 @@ type liveStream struct {
 	index int    // of the next delta
 	done  bool
 	err   error // what Read returns once done
+	// reading is set while Read waits for upstream bytes without s.mu.
+	reading bool
 }
+
+// closeProbe bounds Close's look for the end of a stream its caller
+// stopped reading (atEndLocked).
+const closeProbe = 50 * time.Millisecond
 
 // errStreamClosed is what a read of a stream returns after Close.
 var errStreamClosed = errors.New("sdk: read on a closed model response")
@@ -115,10 +122,12 @@ func (s *liveStream) Read(p []byte) (int, error) {
 		}
 		return n, nil
 	}
+	s.reading = true
 	s.mu.Unlock()
 	n, rerr := s.body.Read(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reading = false
 	if s.done {
 		// Closed, or ended with the dispatch, while the read waited: what
 		// it read was never the caller's.
@@ -187,19 +196,53 @@ func (s *liveStream) failLocked(msg string) error {
 }
 
 // Close implements io.Closer: a stream closed before its end records what
-// the caller read, Truncated.
+// the caller read, Truncated. A caller that read every byte and closes
+// before the read that returns io.EOF — an SSE client stops at its
+// terminating event — has read it whole: Close looks for the end
+// (atEndLocked) and records it not Truncated.
 func (s *liveStream) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
 		return nil
 	}
+	truncated := !s.atEndLocked()
 	_ = s.body.Close()
-	err := s.endLocked(s.succeeded(true), errStreamClosed)
+	err := s.endLocked(s.succeeded(truncated), errStreamClosed)
 	if errors.Is(err, errStreamClosed) {
 		return nil
 	}
 	return err
+}
+
+// atEndLocked reports whether the upstream body is at its end: nothing
+// is left to give the caller and one read, waited for at most
+// closeProbe, returns io.EOF without a byte. A byte it reads was never
+// the caller's, so the stream is then not whole. s.mu is held and no Read
+// is waiting upstream.
+func (s *liveStream) atEndLocked() bool {
+	if s.reading || len(s.first) > 0 {
+		return false
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var b [1]byte
+		n, err := s.body.Read(b[:])
+		ch <- result{n, err}
+	}()
+	t := time.NewTimer(closeProbe)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.n == 0 && errors.Is(r.err, io.EOF)
+	case <-t.C:
+		_ = s.body.Close() // ends the read; its result is dropped
+		return false
+	}
 }
 
 // endLocked appends the stream's terminal event and returns the error

@@ -25,6 +25,7 @@ type forkEdit struct {
 	results        []string // --result STEPID=JSON, each as given
 	requireCovered bool     // --require-covered
 	latestCovered  bool     // --latest-covered: fork at the newest covered seq at or before <seq> (default: the head)
+	noVerify       bool     // --no-verify: skip the check of the prefix's records (sdk.VerifyPrefix)
 }
 
 // addResult is the --result flag: it may be given many times.
@@ -55,6 +56,9 @@ func (f *forkEdit) options() ([]sdk.ForkOption, error) {
 	}
 	if f.requireCovered {
 		opts = append(opts, sdk.RequireCovered())
+	}
+	if !f.noVerify {
+		opts = append(opts, sdk.VerifyPrefix())
 	}
 	return opts, nil
 }

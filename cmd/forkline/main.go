@@ -228,12 +228,14 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdCoverage(e, pos) }},
 		{name: "show", args: "<id> <seq>", short: "one event, its payload decoded", minPos: 2, maxPos: 2,
 			run: func(e *env, pos []string) error { return cmdShow(e, pos[0], pos[1]) }},
-		{name: "fork", args: "<id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered] | <id> [<seq>] --latest-covered",
+		{name: "fork", args: "<id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered] [--no-verify] | <id> [<seq>] --latest-covered",
 			short: "create a fork at an event (it does not run it)", minPos: 1, maxPos: 2,
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&edit.input, "input", "", "the fork's new input (JSON)")
 				fs.Func("result", "replay JSON as step STEPID's result (an LLM call: the response body); repeatable", edit.addResult)
 				fs.BoolVar(&edit.requireCovered, "require-covered", false, "refuse an uncovered fork point; write nothing")
+				fs.BoolVar(&edit.noVerify, "no-verify", false,
+					"do not check the records of the prefix first (a check whose cost grows with <seq>; without it a damaged prefix is found when the fork runs)")
 				fs.BoolVar(&edit.latestCovered, "latest-covered", false,
 					"fork at the newest covered event at or before <seq> (default: the head); the way out for an execution awaiting an owner that never returns")
 			},

@@ -106,8 +106,9 @@ type Store struct {
 }
 
 var (
-	_ eventlog.IndexedLog = (*Store)(nil)
-	_ eventlog.Inbox      = (*Store)(nil)
+	_ eventlog.IndexedLog     = (*Store)(nil)
+	_ eventlog.Inbox          = (*Store)(nil)
+	_ eventlog.PrefixVerifier = (*Store)(nil)
 )
 
 // execution is the cached, in-process state of one execution. Its header and
@@ -912,9 +913,6 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, err
 	}
-	if err := s.verifyPrefix(ctx, p, at); err != nil {
-		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
-	}
 	states, err := s.resourceStates(p, at)
 	if err != nil {
 		return eventlog.ID{}, err
@@ -1036,11 +1034,36 @@ func (s *Store) scanSegment(ctx context.Context, id eventlog.ID, lo, hi uint64, 
 	return true
 }
 
+// VerifyPrefix implements eventlog.PrefixVerifier: it checks the records
+// of id's lineage 1..at (eventlog.CheckRecord; no payload is decoded).
+func (s *Store) VerifyPrefix(ctx context.Context, id eventlog.ID, at uint64) error {
+	s.tree.RLock()
+	defer s.tree.RUnlock()
+	head, err := s.Head(ctx, id)
+	if err != nil {
+		return err
+	}
+	if at == 0 || at > head {
+		return fmt.Errorf("%w: verify %s to seq %d: seqs run from 1 to %d", eventlog.ErrInvalid, id, at, head)
+	}
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	e, err := s.execution(id)
+	if err != nil {
+		return err
+	}
+	if err := s.verifyPrefix(ctx, e, at); err != nil {
+		return fmt.Errorf("verify %s to seq %d: %w", id, at, err)
+	}
+	return nil
+}
+
 // verifyPrefix checks the records of e's lineage up to seq at — every
 // one present and whole where it belongs (eventlog.CheckRecord: header
-// and checksum, which binds the execution and seq; no payload is decoded)
-// — so that a fork never starts from a damaged prefix. Damage is a
-// *eventlog.CorruptionError naming the execution and seq.
+// and checksum, which binds the execution and seq; no payload is decoded).
+// Damage is a *eventlog.CorruptionError naming the execution and seq.
 func (s *Store) verifyPrefix(ctx context.Context, e *execution, at uint64) error {
 	next := uint64(1)
 	for _, seg := range e.lineage {

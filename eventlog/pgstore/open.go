@@ -148,11 +148,12 @@ type cachedIndex struct {
 }
 
 var (
-	_ eventlog.IndexedLog = (*Store)(nil)
-	_ eventlog.Leaser     = (*Store)(nil)
-	_ eventlog.Inbox      = (*Store)(nil)
-	_ eventlog.Claimer    = (*Store)(nil)
-	_ eventlog.Notifier   = (*Store)(nil)
+	_ eventlog.IndexedLog     = (*Store)(nil)
+	_ eventlog.PrefixVerifier = (*Store)(nil)
+	_ eventlog.Leaser         = (*Store)(nil)
+	_ eventlog.Inbox          = (*Store)(nil)
+	_ eventlog.Claimer        = (*Store)(nil)
+	_ eventlog.Notifier       = (*Store)(nil)
 )
 
 // Open connects to the Postgres database at url (a postgres:// or

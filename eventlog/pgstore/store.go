@@ -483,9 +483,6 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, err
 	}
-	if err := s.verifyPrefix(ctx, segs, at); err != nil {
-		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
-	}
 	// The parent's events up to at never change: no lock is needed.
 	states, err := s.resourceStates(ctx, s.pool, segs, at)
 	if err != nil {
@@ -529,12 +526,36 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	return id, nil
 }
 
+// VerifyPrefix implements eventlog.PrefixVerifier: it checks the records
+// of id's lineage 1..at (eventlog.CheckRecord; no payload is decoded), a
+// page at a time.
+func (s *Store) VerifyPrefix(ctx context.Context, id eventlog.ID, at uint64) error {
+	info, err := s.Info(ctx, id)
+	if err != nil {
+		return err
+	}
+	if at == 0 || at > info.Head {
+		return fmt.Errorf("%w: verify %s to seq %d: seqs run from 1 to %d", eventlog.ErrInvalid, id, at, info.Head)
+	}
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	segs, err := s.lineage(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := s.verifyPrefix(ctx, segs, at); err != nil {
+		return fmt.Errorf("verify %s to seq %d: %w", id, at, err)
+	}
+	return nil
+}
+
 // verifyPrefix checks the records of the lineage segs up to seq at —
 // every one present and whole where it belongs (eventlog.CheckRecord:
 // header and checksum, which binds the execution and seq; no payload is
-// decoded), a page at a time — so that a fork never starts from a damaged
-// prefix. Damage is a *eventlog.CorruptionError naming the execution and
-// seq. The caller has entered the store.
+// decoded), a page at a time. Damage is a *eventlog.CorruptionError
+// naming the execution and seq. The caller has entered the store.
 func (s *Store) verifyPrefix(ctx context.Context, segs []segment, at uint64) error {
 	next := uint64(1)
 	for _, seg := range segs {

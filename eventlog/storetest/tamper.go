@@ -28,9 +28,11 @@ type Tamperer interface {
 // byte flipped (seq 4). After each, reading A's lineage, or that of a fork
 // of A made before the damage, yields at most the events before the
 // damage (a store that reads in pages may yield fewer) and then an error that wraps ErrCorrupt and is a *CorruptionError naming A
-// and the first damaged seq; Fork of A (or of that fork) at or past the
-// damage refuses with the same error and writes nothing, while a fork
-// before it still succeeds; the other execution reads whole.
+// and the first damaged seq; PrefixVerifier.VerifyPrefix of A (or of that
+// fork) at or past the damage reports the same error and writes nothing,
+// and passes before it; Fork, which reads no record of the prefix (DESIGN
+// §5), makes a fork at or past the damage whose lineage reads as damaged,
+// and a fork before it reads whole; the other execution reads whole.
 func TestTamper(t *testing.T, open func(t *testing.T) (eventlog.Log, Tamperer)) {
 	for _, c := range []struct {
 		name   string
@@ -116,15 +118,32 @@ func testTamper(t *testing.T, s eventlog.Log, tp Tamperer, bad uint64, damage fu
 	if got := readEvents(t, s, b); !sameEvents(got, wantB) {
 		t.Errorf("the other execution reads %v, want %v", kinds(got), kinds(wantB))
 	}
+	var pv eventlog.PrefixVerifier
+	if !eventlog.As(s, &pv) {
+		t.Fatalf("%T is no eventlog.PrefixVerifier", s)
+	}
 	for _, at := range []uint64{bad, 8} {
-		_, err := s.Fork(ctx, a, at, &eventlog.ForkCreated{}, time.Now())
-		wantDamage(fmt.Sprintf("Fork(A, %d)", at), err)
+		wantDamage(fmt.Sprintf("VerifyPrefix(A, %d)", at), pv.VerifyPrefix(ctx, a, at))
 	}
-	_, err = s.Fork(ctx, f, 9, &eventlog.ForkCreated{}, time.Now())
-	wantDamage("Fork(fork of A, 9)", err)
+	wantDamage("VerifyPrefix(fork of A, 9)", pv.VerifyPrefix(ctx, f, 9))
+	if err := pv.VerifyPrefix(ctx, a, bad-1); err != nil {
+		t.Errorf("VerifyPrefix(A, %d), before the damage: %v", bad-1, err)
+	}
+	if err := pv.VerifyPrefix(ctx, b, 8); err != nil {
+		t.Errorf("VerifyPrefix(B, 8): %v", err)
+	}
+	if err := pv.VerifyPrefix(ctx, a, 9); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Errorf("VerifyPrefix(A, 9) past the head = %v, want ErrInvalid", err)
+	}
 	if n := len(listAll(t, s, eventlog.Filter{})); n != listed {
-		t.Errorf("%d executions after the refused forks, want %d: a refused fork wrote", n, listed)
+		t.Errorf("%d executions after VerifyPrefix, want %d: it wrote", n, listed)
 	}
+	late, err := s.Fork(ctx, a, 8, &eventlog.ForkCreated{}, time.Now())
+	if err != nil {
+		t.Fatalf("Fork(A, 8) after the damage: %v (Fork reads no record of the prefix)", err)
+	}
+	_, err = collect(t, s.Events(ctx, late, 1))
+	wantDamage("Events(fork of A at 8, made after the damage)", err)
 	g, err := s.Fork(ctx, a, bad-1, &eventlog.ForkCreated{}, time.Now())
 	if err != nil {
 		t.Fatalf("Fork(A, %d), before the damage: %v", bad-1, err)
