@@ -212,6 +212,41 @@ func TestStreamClosedEarly(t *testing.T) {
 	}
 }
 
+// TestStreamClosedAtItsEnd: a caller that reads every byte of a stream
+// that has ended and closes it before the read that would return io.EOF
+// (an SSE client stops at its terminating event) recorded the whole
+// reply: step.succeeded not Truncated. A stream closed while more bytes
+// are still to come stays Truncated (TestStreamClosedEarly).
+func TestStreamClosedAtItsEnd(t *testing.T) {
+	ctx := context.Background()
+	const body = "data: one\n\ndata: [DONE]\n\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sseHeader(w)
+		send(w, body)
+	}))
+	defer srv.Close()
+	rt := sdk.Transport(nil)
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
+			resp, err := openStream(ctx, rt, srv.URL)
+			if err != nil {
+				return "", err
+			}
+			b := make([]byte, len(body))
+			_, err = io.ReadFull(resp.Body, b)
+			if cerr := resp.Body.Close(); err == nil {
+				err = cerr
+			}
+			return string(b), err
+		})
+	})
+	id, _ := k.Start(ctx, "a", none{})
+	if res, err := k.Run(ctx, id); err != nil {
+		t.Fatalf("Run = %v, %v", res, err)
+	}
+	swant(t, k, id, []string{"created a", "dispatch 1", "started llm m1", fmt.Sprintf("succeeded 200 %q", body), "completed"})
+}
+
 // TestStreamOpenAtHandlerReturn: a handler that returns with a stream
 // still open records what it read, Truncated, before its own end
 // (DESIGN §21½.8).
