@@ -223,6 +223,9 @@ func TestStreamClosedAtItsEnd(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sseHeader(w)
 		send(w, body)
+		// The stream's end reaches the client after its bytes, so the
+		// caller's read of them does not also see io.EOF.
+		time.Sleep(10 * time.Millisecond)
 	}))
 	defer srv.Close()
 	rt := sdk.Transport(nil)
