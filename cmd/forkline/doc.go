@@ -74,7 +74,10 @@
 //	                            --latest-covered forks at the newest covered
 //	                            event at or before <seq> (default: the head),
 //	                            the way out for an execution "awaiting owner X"
-//	                            whose owner never returns (DESIGN §15½.4)
+//	                            whose owner never returns (DESIGN §15½.4);
+//	                            the prefix's records are checked first
+//	                            (sdk.VerifyPrefix; damage exits 1, nothing
+//	                            written) unless --no-verify
 //	run <id>                    run an execution of the coder agent, such as a fork
 //	timeline <id> --html FILE   a self-contained HTML page with an SVG picture
 //	approvals [--agent A]       the calls that await an approval (DESIGN §12):

@@ -68,8 +68,9 @@
 // event row that does not decode — one damaged, or moved to another seq
 // or execution: a record's checksum binds both — or a seq missing from a
 // lineage, is a *eventlog.CorruptionError naming the execution and seq;
-// Fork checks the prefix's rows up to its fork point and refuses such
-// damage.
+// VerifyPrefix (eventlog.PrefixVerifier) checks a prefix's rows up to a
+// seq without decoding them, and Fork, which reads none (DESIGN §5),
+// leaves that check to its caller (sdk.VerifyPrefix, forkline fork).
 //
 // # Notifications
 //
