@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -248,19 +249,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
 	ctx := r.Context()
 	steps := eventlog.Steps{}
-	for ev, err := range s.k.Watch(ctx, info.ID) {
-		if err != nil {
-			if ctx.Err() == nil {
-				fmt.Fprintf(w, "event: failure\ndata: %s\n\n", jsonString(err.Error()))
-			}
-			return
-		}
+	streamSSE(w, ctx, "event", s.k.Watch(ctx, info.ID), func(ev eventlog.Event) any {
 		steps.Add(ev)
 		msg := eventMessage{Seq: ev.Seq, Kind: ev.Kind().String(), Time: timeText(ev.Time), Summary: steps.Summary(ev)}
 		// Coverage at seq may depend on events after it (a capture
@@ -268,11 +259,35 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		if p, err := s.k.Coverage(ctx, info.ID, ev.Seq); err == nil {
 			msg.Covered, msg.Restores = p.Covered, RestoresText(p)
 		}
-		b, _ := json.Marshal(msg)
-		fmt.Fprintf(w, "event: event\ndata: %s\n\n", b)
+		return msg
+	})
+}
+
+// streamSSE answers with server-sent events: the headers at once, then an
+// event named name for each item (msg gives its JSON data), flushed as it
+// comes; "failure" with the error when items fails before the request
+// ends, or "end" after the last item.
+func streamSSE[T any](w http.ResponseWriter, ctx context.Context, name string, items iter.Seq2[T, error], msg func(T) any) {
+	flusher, _ := w.(http.Flusher)
+	flush := func() {
 		if flusher != nil {
 			flusher.Flush()
 		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flush()
+	for it, err := range items {
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintf(w, "event: failure\ndata: %s\n\n", jsonString(err.Error()))
+			}
+			return
+		}
+		b, _ := json.Marshal(msg(it))
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+		flush()
 	}
 	fmt.Fprint(w, "event: end\ndata: {}\n\n")
 }
@@ -292,28 +307,10 @@ func (s *server) deltas(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	if flusher != nil {
-		flusher.Flush()
-	}
 	ctx := r.Context()
-	for dl, err := range s.k.WatchDeltas(ctx, info.ID) {
-		if err != nil {
-			if ctx.Err() == nil {
-				fmt.Fprintf(w, "event: failure\ndata: %s\n\n", jsonString(err.Error()))
-			}
-			return
-		}
-		b, _ := json.Marshal(deltaMessage{StepID: dl.StepID, Index: dl.Index, Data: string(dl.Data)})
-		fmt.Fprintf(w, "event: delta\ndata: %s\n\n", b)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
-	fmt.Fprint(w, "event: end\ndata: {}\n\n")
+	streamSSE(w, ctx, "delta", s.k.WatchDeltas(ctx, info.ID), func(dl sdk.Delta) any {
+		return deltaMessage{StepID: dl.StepID, Index: dl.Index, Data: string(dl.Data)}
+	})
 }
 
 func jsonString(s string) string {
