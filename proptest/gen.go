@@ -612,6 +612,13 @@ func (w *World) finish(t *rapid.T, e *Exec, id string) {
 	default:
 		terminal = &eventlog.StepSucceeded{StepID: id, Result: []byte("ok " + id)}
 	}
+	if ok, isRecv := terminal.(*eventlog.StepSucceeded); isRecv && e.k.steps[id].started.StepKind == eventlog.StepRecv {
+		// A recv returns a message received first (DESIGN §18): the fold
+		// refuses a recv that succeeds with none waiting.
+		msg := []byte(`"m-` + id + `"`)
+		ok.Result = msg
+		w.write(t, e, stage(e, &eventlog.MessageReceived{MessageID: "m-" + id + "-" + strconv.Itoa(len(e.Lineage.Events)), Topic: "chat", Value: msg, From: "user"}))
+	}
 	w.write(t, e, w.land(t, e, terminal, id)...)
 }
 
