@@ -11,7 +11,7 @@ import (
 // BenchmarkStreamRead is the cost of one 64-byte read of a streamed model
 // reply through the Transport's stream (kept for the record, offered to
 // WatchDeltas with no watcher) and directly, from an upstream in memory:
-// the per-chunk overhead of benchmarks row 10b without the network.
+// the per-chunk overhead of benchmarks row 11b without the network.
 func BenchmarkStreamRead(b *testing.B) {
 	event := "data: " + strings.Repeat("x", 56) + "\n\n"
 	const events = 256

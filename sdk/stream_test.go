@@ -162,12 +162,7 @@ func TestStreamReachesCallerAsItArrives(t *testing.T) {
 // that and then EOF.
 func TestStreamClosedEarly(t *testing.T) {
 	ctx := context.Background()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		send(w, "data: one\n\n")
-		<-r.Context().Done() // the client hung up
-	}))
-	defer srv.Close()
+	srv := stalledStream(t)
 	rt := sdk.Transport(nil)
 	var closeErr error
 	replaying := false
@@ -254,12 +249,7 @@ func TestStreamClosedAtItsEnd(t *testing.T) {
 // still open records what it read, Truncated, before its own end
 // (DESIGN §21½.8).
 func TestStreamOpenAtHandlerReturn(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		send(w, "data: one\n\n")
-		<-r.Context().Done()
-	}))
-	defer srv.Close()
+	srv := stalledStream(t)
 	rt := sdk.Transport(nil)
 	k, id, _, err := runOnce(t, func(k *sdk.Kernel) {
 		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
@@ -377,12 +367,7 @@ func TestStreamBreaksBeforeFirstByte(t *testing.T) {
 // caller reads is step.cancelled (DESIGN §21½.8), and the caller's read
 // says it was cancelled.
 func TestStreamCancelled(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		send(w, "data: one\n\n")
-		<-r.Context().Done()
-	}))
-	defer srv.Close()
+	srv := stalledStream(t)
 	rt := sdk.Transport(nil)
 	k, id, res, err := runOnce(t, func(k *sdk.Kernel) {
 		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
@@ -596,12 +581,7 @@ func TestStreamOpenWhenParked(t *testing.T) {
 // streams (a shutdown, DESIGN §15½.1), the step is step.cancelled and
 // nothing else is recorded: the execution stays resumable.
 func TestStreamShutdown(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		send(w, "data: one\n\n")
-		<-r.Context().Done()
-	}))
-	defer srv.Close()
+	srv := stalledStream(t)
 	rt := sdk.Transport(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -635,12 +615,7 @@ func TestStreamShutdown(t *testing.T) {
 // Read waits for the model ends that Read, and the step records what the
 // caller had read, Truncated, once.
 func TestStreamClosedWhileReading(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		send(w, "data: one\n\n")
-		<-r.Context().Done()
-	}))
-	defer srv.Close()
+	srv := stalledStream(t)
 	rt := sdk.Transport(nil)
 	k, id, res, err := runOnce(t, func(k *sdk.Kernel) {
 		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (string, error) {
@@ -669,4 +644,16 @@ func TestStreamClosedWhileReading(t *testing.T) {
 		t.Fatalf("Run = %v, %v", res, err)
 	}
 	swant(t, k, id, []string{"created a", "dispatch 1", "started llm m1", `succeeded 200 "data: one\n\n" truncated`, "completed"})
+}
+
+// stalledStream is a model server that sends one event, "data: one", and
+// then holds the stream open until the client hangs up.
+func stalledStream(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sseHeader(w)
+		send(w, "data: one\n\n")
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
