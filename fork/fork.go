@@ -82,6 +82,7 @@ type options struct {
 	overrides []eventlog.StepOverride
 	messages  []eventlog.Message
 	covered   bool
+	deadline  time.Time
 }
 
 // WithInput gives the fork a new handler input, recorded as fork.created's
@@ -180,6 +181,19 @@ func checkMessages(ctx context.Context, log eventlog.Log, parent eventlog.ID, at
 	return nil
 }
 
+// WithDeadline gives the fork its own deadline, recorded in fork.created's
+// Deadline (a fork never inherits its parent's, DESIGN §8½). A zero t is
+// [eventlog.ErrInvalid].
+func WithDeadline(t time.Time) Option {
+	return func(o *options) error {
+		if t.IsZero() {
+			return fmt.Errorf("%w: fork: zero deadline", eventlog.ErrInvalid)
+		}
+		o.deadline = eventlog.ClampWake(t.UTC())
+		return nil
+	}
+}
+
 // RequireCovered makes Create refuse an uncovered fork point with an error
 // wrapping [coverage.ErrUncovered], writing nothing.
 func RequireCovered() Option {
@@ -232,6 +246,7 @@ func Create(ctx context.Context, log eventlog.IndexedLog, parent eventlog.ID, at
 	fc := plan.Event()
 	fc.Input = o.input
 	fc.Messages = o.messages
+	fc.Deadline = o.deadline
 	if len(o.overrides) > 0 {
 		fc.Overrides = slices.Clone(o.overrides)
 		slices.SortFunc(fc.Overrides, func(a, b eventlog.StepOverride) int { return strings.Compare(a.StepID, b.StepID) })

@@ -73,9 +73,14 @@ type Step struct {
 	// Indeterminate marks a step.failed that resolved an orphan.
 	Indeterminate bool
 	Reason        string // of step.denied
-	StartedAt     uint64 // seq of the newest step.started (0 for denied)
-	EndedAt       uint64 // seq of the terminal or denied event (0 while started)
-	Dispatch      uint64 // dispatch during which the newest step.started (or the denial) was written
+	// Code and RuleID are step.denied's: why the call was refused and the
+	// policy rule that refused it ("" in records before format 3, and for
+	// a denial no rule made).
+	Code      eventlog.DenialCode
+	RuleID    string
+	StartedAt uint64 // seq of the newest step.started (0 for denied)
+	EndedAt   uint64 // seq of the terminal or denied event (0 while started)
+	Dispatch  uint64 // dispatch during which the newest step.started (or the denial) was written
 	// WakeAt is when a recv step times out: its newest step.started's
 	// (start + timeout, DESIGN §21½.1); zero for every other kind.
 	WakeAt time.Time
@@ -124,6 +129,7 @@ type Approval struct {
 	Target      string
 	Args        []byte
 	Reason      string
+	RuleID      string           // the policy rule that asked (format 3); "" for none
 	RequestedAt uint64           // seq of the approval.requested
 	Decision    ApprovalDecision // "" while undecided
 	By, Note    string           // of the decision
@@ -404,6 +410,7 @@ func (s *State) apply(ev eventlog.Event) error {
 			// re-run too, abandoned first): the step ends denied. Its
 			// attempts stay; none is in flight, none more is counted.
 			st.Status, st.Reason, st.EndedAt, st.RetryAt = StepDenied, p.Reason, ev.Seq, time.Time{}
+			st.Code, st.RuleID = p.Code, p.RuleID
 			st.Dispatch = s.Dispatches
 			break
 		}
@@ -412,7 +419,7 @@ func (s *State) apply(ev eventlog.Event) error {
 		}
 		s.steps[p.StepID] = s.order.push(Step{
 			ID: p.StepID, Kind: p.StepKind, Target: s.intern(p.Target), Status: StepDenied,
-			Reason: p.Reason, EndedAt: ev.Seq, Dispatch: s.Dispatches,
+			Reason: p.Reason, Code: p.Code, RuleID: p.RuleID, EndedAt: ev.Seq, Dispatch: s.Dispatches,
 		})
 
 	case *eventlog.ResourceBound:
@@ -485,7 +492,7 @@ func (s *State) apply(ev eventlog.Event) error {
 		}
 		s.approvals[p.StepID] = Approval{
 			StepID: p.StepID, StepKind: p.StepKind, Target: p.Target, Args: slices.Clone(p.Args),
-			Reason: p.Reason, RequestedAt: ev.Seq,
+			Reason: p.Reason, RuleID: p.RuleID, RequestedAt: ev.Seq,
 		}
 
 	case *eventlog.ApprovalGranted:

@@ -122,22 +122,32 @@ func (k *Kernel) handler(agent string) (handler, bool) {
 	return r.run, ok
 }
 
-// StartOption configures Start.
-type StartOption func(*startOptions) error
+// StartOption configures Start. Options meant for both Start and Fork
+// ([Deadline]) are a [RunOption], which is both (DESIGN §21½.15).
+type StartOption interface {
+	applyStart(*startOptions) error
+}
+
+// startFunc is a StartOption that is a function.
+type startFunc func(*startOptions) error
+
+func (f startFunc) applyStart(o *startOptions) error { return f(o) }
+
+// RunOption is an option of a run that applies alike to Start and to Fork
+// (DESIGN §21½.15): a [Deadline] given to a fork is the fork's own.
+type RunOption interface {
+	StartOption
+	ForkOption
+}
 
 // Start creates an execution of agent with input and returns its ID. It does
 // not run it: call Run. An unknown agent, or an input that does not decode
 // into the agent's input type, is refused with ErrInvalid and nothing is
 // written.
 func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...StartOption) (eventlog.ID, error) {
-	var o startOptions
-	for _, opt := range opts {
-		if opt == nil {
-			return eventlog.ID{}, fmt.Errorf("%w: nil start option", ErrInvalid)
-		}
-		if err := opt(&o); err != nil {
-			return eventlog.ID{}, err
-		}
+	o, err := startOpts(opts)
+	if err != nil {
+		return eventlog.ID{}, err
 	}
 	k.mu.Lock()
 	r, ok := k.mu.agents[agent]
@@ -152,7 +162,7 @@ func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...Sta
 	if err := r.check(in); err != nil {
 		return eventlog.ID{}, fmt.Errorf("%w: agent %q: %v", ErrInvalid, agent, err)
 	}
-	created := &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline}
+	created := o.created(agent, in)
 	var copts []eventlog.CreateOption
 	if !o.caller.IsZero() {
 		copts = append(copts, eventlog.WithCaller(o.caller), eventlog.WithCallerStep(o.callerStep))
@@ -168,10 +178,30 @@ func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...Sta
 // step that starts it (Agent.Call): the child's end writes a child.ended
 // request for that step into the parent's inbox (DESIGN §15½.6).
 func withCaller(id eventlog.ID, stepID string) StartOption {
-	return func(o *startOptions) error {
+	return startFunc(func(o *startOptions) error {
 		o.caller, o.callerStep = id, stepID
 		return nil
+	})
+}
+
+// startOpts applies opts in order; a nil option is ErrInvalid.
+func startOpts(opts []StartOption) (startOptions, error) {
+	var o startOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil start option", ErrInvalid)
+		}
+		if err := opt.applyStart(&o); err != nil {
+			return o, err
+		}
 	}
+	return o, nil
+}
+
+// created is the execution.created that Start appends for agent with
+// input in under o.
+func (o *startOptions) created(agent string, in []byte) *eventlog.ExecutionCreated {
+	return &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline}
 }
 
 // childArgs is what a child step records as its args.

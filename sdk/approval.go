@@ -396,13 +396,13 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 		switch {
 		case dec.Approval:
 			var err error
-			if a, err = d.requestApproval(stepID, c, dec.Reason); err != nil {
+			if a, err = d.requestApproval(stepID, c, dec.Reason, dec.RuleID); err != nil {
 				return err
 			}
 		case dec.Allow:
 			return nil
 		default:
-			return d.deny(stepID, c, dec.Reason)
+			return d.deny(stepID, c, dec.Reason, eventlog.DenyPolicy, dec.RuleID)
 		}
 	}
 	if a.Decision == "" {
@@ -418,7 +418,7 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 	if a.Note != "" {
 		reason += ": " + a.Note
 	}
-	err := d.deny(stepID, c, reason)
+	err := d.deny(stepID, c, reason, eventlog.DenyApprovalRejected, a.RuleID)
 	if de := (*DeniedError)(nil); errors.As(err, &de) {
 		de.By, de.Note = a.By, a.Note
 	}
@@ -429,7 +429,7 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 // replays as: the gate's reason, and for a rejected approval its By and
 // Note, as the live call returned them.
 func (d *dispatch) recordedDenial(stepID string, c call, rec replay.Step) *DeniedError {
-	de := &DeniedError{Target: c.target, Reason: rec.Reason}
+	de := &DeniedError{Target: c.target, Reason: rec.Reason, Code: rec.Code, RuleID: rec.RuleID}
 	d.mu.Lock()
 	a, ok := d.state.Approval(stepID)
 	d.mu.Unlock()
@@ -449,16 +449,16 @@ func (d *dispatch) grantNoteLocked(stepID string) string {
 	return ""
 }
 
-// requestApproval appends approval.requested for c: the execution is
-// waiting.
-func (d *dispatch) requestApproval(stepID string, c call, reason string) (replay.Approval, error) {
+// requestApproval appends approval.requested for c, asked by the policy
+// rule ruleID ("" for none): the execution is waiting.
+func (d *dispatch) requestApproval(stepID string, c call, reason, ruleID string) (replay.Approval, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usableLocked(); err != nil {
 		return replay.Approval{}, err
 	}
 	err := d.appendLocked(false, &eventlog.ApprovalRequested{
-		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args, Reason: reason,
+		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args, Reason: reason, RuleID: ruleID,
 	})
 	if err != nil {
 		return replay.Approval{}, err
@@ -505,11 +505,11 @@ func (d *dispatch) awaitDecision(ctx context.Context, stepID string, c call) (re
 }
 
 // deny records that c (step stepID) does not run: step.denied with
-// reason. The re-run of an orphan (started or cancelled on an earlier
+// reason, code and the deciding rule's ID. The re-run of an orphan (started or cancelled on an earlier
 // dispatch) first abandons the orphan's attempt (DESIGN §15: it lands and
 // is counted, with any capture that makes due), so that the step ends
 // denied.
-func (d *dispatch) deny(stepID string, c call, reason string) error {
+func (d *dispatch) deny(stepID string, c call, reason string, code eventlog.DenialCode, ruleID string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usableLocked(); err != nil {
@@ -520,13 +520,13 @@ func (d *dispatch) deny(stepID string, c call, reason string) error {
 		payloads = append(payloads, &eventlog.StepAbandoned{StepID: stepID})
 		payloads = append(payloads, d.dueCapturesLocked(stepID, c)...)
 	}
-	payloads = append(payloads, &eventlog.StepDenied{StepID: stepID, StepKind: c.kind, Target: c.target, Reason: reason})
+	payloads = append(payloads, &eventlog.StepDenied{StepID: stepID, StepKind: c.kind, Target: c.target, Reason: reason, Code: code, RuleID: ruleID})
 	if err := d.appendLocked(false, payloads...); err != nil {
 		return err
 	}
 	d.logCaptures(payloads[:len(payloads)-1])
 	d.k.tel.stepEnded(nil, c.kind, "denied", nil)
-	return &DeniedError{Target: c.target, Reason: reason}
+	return &DeniedError{Target: c.target, Reason: reason, Code: code, RuleID: ruleID}
 }
 
 // wakeDecidedLocked makes a parking dispatch wake at once when a call

@@ -14,6 +14,27 @@ import (
 // never ran; a *DeniedError carries the reason.
 var ErrDenied = errors.New("sdk: call denied")
 
+// ErrRateLimited is wrapped by the error of a call a policy rate limit
+// refused (step.denied Code rate_limited, DESIGN §17): its wait would have
+// been longer than the rule's max_wait. errors.Is(err, ErrDenied) holds
+// too.
+var ErrRateLimited = errors.New("sdk: call denied: rate limited")
+
+// ErrBudget is wrapped by the error of a call refused because the
+// execution's budget is spent (step.denied Code budget, DESIGN §17).
+// errors.Is(err, ErrDenied) holds too.
+var ErrBudget = errors.New("sdk: call denied: budget spent")
+
+// ErrApprovalExpired is wrapped by the error of a call whose approval
+// request passed its ExpiresAt undecided (step.denied Code
+// approval_expired, DESIGN §17). errors.Is(err, ErrDenied) holds too.
+var ErrApprovalExpired = errors.New("sdk: call denied: approval expired")
+
+// ErrForbidden is returned by Approve and Reject when the decider is not
+// one of the request's Approvers (DESIGN §17); nothing is appended. It is
+// a guardrail against mistakes, not authentication.
+var ErrForbidden = errors.New("sdk: not an approver of this request")
+
 // ErrResourceMismatch is wrapped when a driver's DriverID or Configuration
 // differ from those recorded for its resource key. The execution fails with
 // code resource_mismatch.
@@ -62,6 +83,12 @@ var ErrNestedStep = errors.New("sdk: steps do not nest")
 type DeniedError struct {
 	Target string // the tool, step or model that was refused
 	Reason string // the gate's reason; for a rejected approval, "approval rejected" and the note
+	// Code classifies the denial (step.denied's Code): policy,
+	// rate_limited, budget, approval_expired or approval_rejected; ""
+	// when replaying records written before format 3.
+	Code eventlog.DenialCode
+	// RuleID names the policy rule that decided; "" for none.
+	RuleID string
 	// By and Note are a rejected approval's (Kernel.Reject): who decided
 	// and the note they gave, live and on replay; "" for a gate's denial.
 	By, Note string
@@ -75,8 +102,22 @@ func (e *DeniedError) Error() string {
 	return fmt.Sprintf("sdk: call to %s denied: %s", e.Target, e.Reason)
 }
 
-// Is reports whether target is ErrDenied.
-func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+// Is reports whether target is ErrDenied, or the sentinel of e's Code:
+// ErrRateLimited, ErrBudget or ErrApprovalExpired (DESIGN §21½.11: each
+// wraps ErrDenied and is rebuilt from Code on replay).
+func (e *DeniedError) Is(target error) bool {
+	switch target {
+	case ErrDenied:
+		return true
+	case ErrRateLimited:
+		return e.Code == eventlog.DenyRateLimited
+	case ErrBudget:
+		return e.Code == eventlog.DenyBudget
+	case ErrApprovalExpired:
+		return e.Code == eventlog.DenyApprovalExpired
+	}
+	return false
+}
 
 // StepError is the recorded error of a tool call, local step or LLM call.
 // A step's error is recorded as text, so the same *StepError is returned

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/eventlog"
@@ -17,8 +18,16 @@ import (
 // covered (DESIGN §12). It is coverage.ErrUncovered.
 var ErrUncovered = coverage.ErrUncovered
 
-// ForkOption edits a fork made by [Kernel.Fork] (DESIGN §12).
-type ForkOption func(*forkEdit) error
+// ForkOption edits a fork made by [Kernel.Fork] (DESIGN §12). Options
+// meant for both Start and Fork ([Deadline]) are a [RunOption].
+type ForkOption interface {
+	applyFork(*forkEdit) error
+}
+
+// forkFunc is a ForkOption that is a function.
+type forkFunc func(*forkEdit) error
+
+func (f forkFunc) applyFork(e *forkEdit) error { return f(e) }
 
 // forkEdit is what the ForkOptions of one Fork asked for.
 type forkEdit struct {
@@ -28,6 +37,7 @@ type forkEdit struct {
 	messages []Message
 	covered  bool
 	verify   bool
+	deadline time.Time // the fork's own (Deadline); zero for none
 }
 
 // forkResult is one WithResult.
@@ -52,10 +62,10 @@ type forkResult struct {
 // interface, map or slice); otherwise Fork returns an error wrapping
 // [ErrInvalid] and writes nothing. Strict is off in a fork with a new input.
 func WithInput(v any) ForkOption {
-	return func(e *forkEdit) error {
+	return forkFunc(func(e *forkEdit) error {
 		e.input, e.hasInput = v, true
 		return nil
-	}
+	})
 }
 
 // WithResult makes the fork replay v as the result of step stepID (a
@@ -75,7 +85,7 @@ func WithInput(v any) ForkOption {
 // encode, or the same step twice is an error wrapping [ErrInvalid], and
 // nothing is written. Strict is off in an edited fork.
 func WithResult(stepID string, v any) ForkOption {
-	return func(e *forkEdit) error {
+	return forkFunc(func(e *forkEdit) error {
 		if stepID == "" {
 			return fmt.Errorf("%w: WithResult of an empty step ID", ErrInvalid)
 		}
@@ -86,7 +96,7 @@ func WithResult(stepID string, v any) ForkOption {
 		}
 		e.results = append(e.results, forkResult{stepID: stepID, value: v})
 		return nil
-	}
+	})
 }
 
 // Message is a message WithMessages injects into a fork: its MessageID
@@ -106,7 +116,7 @@ type Message struct {
 // repeated ID, or an ID the prefix received is ErrInvalid, and nothing is
 // written.
 func WithMessages(msgs ...Message) ForkOption {
-	return func(e *forkEdit) error {
+	return forkFunc(func(e *forkEdit) error {
 		for _, m := range msgs {
 			if err := checkName("topic", m.Topic); err != nil {
 				return fmt.Errorf("fork message: %w", err)
@@ -119,7 +129,7 @@ func WithMessages(msgs ...Message) ForkOption {
 			e.messages = append(e.messages, m)
 		}
 		return nil
-	}
+	})
 }
 
 // RequireCovered makes Fork refuse an uncovered fork point — one where some
@@ -127,10 +137,10 @@ func WithMessages(msgs ...Message) ForkOption {
 // [ErrUncovered], writing nothing. [Kernel.LatestCovered] finds a point
 // that is covered.
 func RequireCovered() ForkOption {
-	return func(e *forkEdit) error {
+	return forkFunc(func(e *forkEdit) error {
 		e.covered = true
 		return nil
-	}
+	})
 }
 
 // VerifyPrefix makes Fork check the stored records of the prefix 1..at
@@ -144,10 +154,10 @@ func RequireCovered() ForkOption {
 // unless given --no-verify. A store that cannot verify makes Fork fail
 // with ErrInvalid.
 func VerifyPrefix() ForkOption {
-	return func(e *forkEdit) error {
+	return forkFunc(func(e *forkEdit) error {
 		e.verify = true
 		return nil
-	}
+	})
 }
 
 // Fork creates a fork of execution id at event at (DESIGN §5): a new
@@ -163,7 +173,7 @@ func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...Fo
 		if opt == nil {
 			return eventlog.ID{}, fmt.Errorf("%w: nil fork option", ErrInvalid)
 		}
-		if err := opt(&e); err != nil {
+		if err := opt.applyFork(&e); err != nil {
 			return eventlog.ID{}, err
 		}
 	}
@@ -226,6 +236,9 @@ func (k *Kernel) forkOptions(ctx context.Context, id eventlog.ID, e forkEdit) ([
 	}
 	if e.covered {
 		out = append(out, fork.RequireCovered())
+	}
+	if !e.deadline.IsZero() {
+		out = append(out, fork.WithDeadline(e.deadline))
 	}
 	return out, nil
 }

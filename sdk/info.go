@@ -92,20 +92,15 @@ func (k *Kernel) StartByName(ctx context.Context, agent string, input any, opts 
 	if registered {
 		return k.Start(ctx, agent, input, opts...)
 	}
-	var o startOptions
-	for _, opt := range opts {
-		if opt == nil {
-			return eventlog.ID{}, fmt.Errorf("%w: nil start option", ErrInvalid)
-		}
-		if err := opt(&o); err != nil {
-			return eventlog.ID{}, err
-		}
+	o, err := startOpts(opts)
+	if err != nil {
+		return eventlog.ID{}, err
 	}
 	in, err := encodeValue(input)
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("%w: input of agent %q does not encode: %v", ErrInvalid, agent, err)
 	}
-	id, err := k.log.Create(ctx, &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline}, k.now())
+	id, err := k.log.Create(ctx, o.created(agent, in), k.now())
 	if err == nil {
 		k.notify()
 	}

@@ -52,7 +52,7 @@ type startOptions struct {
 // keep and compare alike); any other is ErrInvalid, before anything is
 // written.
 func WithKey(key string) StartOption {
-	return func(o *startOptions) error {
+	return startFunc(func(o *startOptions) error {
 		if key == "" {
 			return fmt.Errorf("%w: empty idempotency key", ErrInvalid)
 		}
@@ -67,24 +67,40 @@ func WithKey(key string) StartOption {
 		}
 		o.key = key
 		return nil
-	}
+	})
 }
 
 // Deadline gives the execution a deadline, recorded in execution.created:
 // past it the kernel cancels the handler's context and the execution fails
 // with Code deadline. A deadline that has passed already is refused; one
-// past eventlog.MaxWakeTime is recorded as that time.
-func Deadline(t time.Time) StartOption {
-	return func(o *startOptions) error {
-		if t.IsZero() {
-			return fmt.Errorf("%w: zero deadline", ErrInvalid)
-		}
-		if !t.After(time.Now()) {
-			return fmt.Errorf("%w: deadline %s has passed", ErrInvalid, t.Format(time.RFC3339Nano))
-		}
-		o.deadline = eventlog.ClampWake(t.UTC())
-		return nil
+// past eventlog.MaxWakeTime is recorded as that time. Given to Fork, it is
+// the fork's own deadline, recorded in fork.created (a fork never inherits
+// its parent's, DESIGN §8½).
+func Deadline(t time.Time) RunOption { return deadlineOption(t) }
+
+// deadlineOption is Deadline's RunOption.
+type deadlineOption time.Time
+
+// check returns the deadline to record, or why it is refused.
+func (d deadlineOption) check() (time.Time, error) {
+	t := time.Time(d)
+	if t.IsZero() {
+		return time.Time{}, fmt.Errorf("%w: zero deadline", ErrInvalid)
 	}
+	if !t.After(time.Now()) {
+		return time.Time{}, fmt.Errorf("%w: deadline %s has passed", ErrInvalid, t.Format(time.RFC3339Nano))
+	}
+	return eventlog.ClampWake(t.UTC()), nil
+}
+
+func (d deadlineOption) applyStart(o *startOptions) (err error) {
+	o.deadline, err = d.check()
+	return err
+}
+
+func (d deadlineOption) applyFork(e *forkEdit) (err error) {
+	e.deadline, err = d.check()
+	return err
 }
 
 // Filter selects executions for List: by agent, status, parent (forks of),
