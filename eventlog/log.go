@@ -24,6 +24,15 @@ type Info struct {
 	WakeAt   time.Time // when a parked execution is to run again; zero if none
 	Deadline time.Time // zero if none
 
+	// Tokens is the token usage of the execution's own run: the sum of
+	// the Tokens of its step.succeeded events since its execution.created
+	// or, for a fork, its fork.created (the StatusState's, DESIGN §16). A
+	// fork's prefix is not included; the replay fold's State.Tokens sums
+	// the whole lineage. A Pebble store's executions whose state record
+	// was last written before the store kept it show zero until their
+	// next append.
+	Tokens Tokens
+
 	// Caller is the execution that started this one as its child (DESIGN
 	// §9); zero for an execution started from outside a handler. It comes
 	// from the header, so forks of a child have none.
