@@ -28,9 +28,10 @@ type Info struct {
 	// the Tokens of its step.succeeded events since its execution.created
 	// or, for a fork, its fork.created (the StatusState's, DESIGN §16). A
 	// fork's prefix is not included; the replay fold's State.Tokens sums
-	// the whole lineage. A Pebble store's executions whose state record
-	// was last written before the store kept it show zero until their
-	// next append.
+	// the whole lineage. Both stores of this module keep it (storetest's
+	// TestTokens); an execution last written before its store kept it
+	// (a Pebble state record without the fields, a Postgres schema before
+	// version 8) counts only the events appended since.
 	Tokens Tokens
 
 	// Caller is the execution that started this one as its child (DESIGN
