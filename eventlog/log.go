@@ -24,6 +24,16 @@ type Info struct {
 	WakeAt   time.Time // when a parked execution is to run again; zero if none
 	Deadline time.Time // zero if none
 
+	// Tokens is the token usage of the execution's own run: the sum of
+	// the Tokens of its step.succeeded events since its execution.created
+	// or, for a fork, its fork.created (the StatusState's, DESIGN §16). A
+	// fork's prefix is not included; the replay fold's State.Tokens sums
+	// the whole lineage. Both stores of this module keep it (storetest's
+	// TestTokens); an execution last written before its store kept it
+	// (a Pebble state record without the fields, a Postgres schema before
+	// version 8) counts only the events appended since.
+	Tokens Tokens
+
 	// Caller is the execution that started this one as its child (DESIGN
 	// §9); zero for an execution started from outside a handler. It comes
 	// from the header, so forks of a child have none.

@@ -129,6 +129,12 @@ type StatusState struct {
 	// Approvals lists, sorted, the StepIDs with an approval.requested of
 	// this run and no decision yet.
 	Approvals []string
+	// Tokens sums the Tokens of this run's step.succeeded events (llm
+	// steps that reported usage, DESIGN §16): the execution's own run
+	// only, since fork.created starts it afresh like the rest of the
+	// status; a fork's prefix is not included (replay.State.Tokens folds
+	// the whole lineage).
+	Tokens Tokens
 }
 
 // Apply folds the next event of the lineage into the status.
@@ -165,6 +171,9 @@ func (s *StatusState) Apply(ev Event) {
 		s.decide(p.StepID, ev.Time)
 	case *MessageReceived:
 		s.wake(ev.Time)
+	case *StepSucceeded:
+		s.Tokens.Input += p.Tokens.Input
+		s.Tokens.Output += p.Tokens.Output
 	}
 	if s.Status.Terminal() {
 		return

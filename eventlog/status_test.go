@@ -192,3 +192,32 @@ func TestCheckAfterEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusFoldTokens: the status fold sums the Tokens of step.succeeded
+// events, and fork.created starts the sum afresh (Info.Tokens is the own
+// run's, DESIGN §16).
+func TestStatusFoldTokens(t *testing.T) {
+	var st eventlog.StatusState
+	seq := uint64(0)
+	apply := func(p eventlog.Payload) {
+		seq++
+		st.Apply(eventlog.Event{Seq: seq, Time: time.Unix(int64(seq), 0), Data: p})
+	}
+	apply(&eventlog.ExecutionCreated{Agent: "a"})
+	apply(&eventlog.DispatchStarted{Dispatch: 1})
+	apply(&eventlog.StepSucceeded{StepID: "m1", Tokens: eventlog.Tokens{Input: 10, Output: 5}})
+	apply(&eventlog.StepSucceeded{StepID: "t1"})
+	apply(&eventlog.StepSucceeded{StepID: "m2", Tokens: eventlog.Tokens{Input: 1, Output: 2}})
+	if want := (eventlog.Tokens{Input: 11, Output: 7}); st.Tokens != want {
+		t.Errorf("after three steps Tokens = %+v, want %+v", st.Tokens, want)
+	}
+	apply(&eventlog.ForkCreated{})
+	if st.Tokens != (eventlog.Tokens{}) {
+		t.Errorf("after fork.created Tokens = %+v, want none (the own run's)", st.Tokens)
+	}
+	apply(&eventlog.StepSucceeded{StepID: "m3", Tokens: eventlog.Tokens{Input: 4}})
+	apply(&eventlog.ExecutionCompleted{})
+	if want := (eventlog.Tokens{Input: 4}); st.Tokens != want {
+		t.Errorf("the fork's Tokens = %+v, want %+v (kept past the end)", st.Tokens, want)
+	}
+}

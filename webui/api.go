@@ -12,6 +12,7 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/internal/serveapi"
+	"github.com/forkline/forkline/sdk"
 )
 
 // The JSON API (see the package doc): what another process needs to read
@@ -20,6 +21,9 @@ func (s *server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/executions", s.apiExecutions)
 	mux.HandleFunc("GET /api/e/{id}", s.apiExecution)
 	mux.HandleFunc("GET /api/e/{id}/events", s.apiEvents)
+	// The deltas of the streams this process's handlers read (DESIGN
+	// §16), never stored: server-sent events as the page's route.
+	mux.HandleFunc("GET /api/e/{id}/deltas", s.apiDeltas)
 	mux.HandleFunc("GET /api/e/{id}/resources", s.apiResources)
 	mux.HandleFunc("GET /api/e/{id}/history", s.apiHistory)
 	mux.HandleFunc("GET /api/e/{id}/coverage", s.apiCoverage)
@@ -159,6 +163,25 @@ func (s *server) apiExecution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeAPI(w, serveapi.ExecutionOf(info))
+}
+
+// apiDeltas streams the deltas of id's streams that this process's
+// handlers read, as the page's route does; an unknown or malformed ID is
+// answered in the API's error envelope.
+func (s *server) apiDeltas(w http.ResponseWriter, r *http.Request) {
+	id, ok := apiID(w, r)
+	if !ok {
+		return
+	}
+	info, err := s.k.Log().Info(r.Context(), id)
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	ctx := r.Context()
+	streamSSE(w, ctx, "delta", s.k.WatchDeltas(ctx, info.ID), func(dl sdk.Delta) any {
+		return deltaMessage{StepID: dl.StepID, Index: dl.Index, Data: string(dl.Data)}
+	})
 }
 
 // apiEvents answers a page of the lineage: from= (default 1) up to to=

@@ -181,14 +181,16 @@ func TestAPIErrors(t *testing.T) {
 		status int
 		code   string
 	}{
-		"/api/e/nonsense":                           {400, "invalid"},
-		"/api/e/" + eventlog.ID{1}.String():         {404, "not_found"},
-		"/api/e/" + id.String() + "/events?limit=0": {400, "invalid"},
-		"/api/e/" + id.String() + "/events?to=99":   {400, "invalid"},
-		"/api/e/" + id.String() + "/events?to=x":    {400, "invalid"},
-		"/api/e/" + id.String() + "/resources?at=0": {400, "invalid"},
-		"/api/executions?status=sleeping":           {400, "invalid"},
-		"/api/nothing":                              {404, "not_found"},
+		"/api/e/nonsense":                               {400, "invalid"},
+		"/api/e/nonsense/deltas":                        {400, "invalid"},
+		"/api/e/" + eventlog.ID{1}.String() + "/deltas": {404, "not_found"},
+		"/api/e/" + eventlog.ID{1}.String():             {404, "not_found"},
+		"/api/e/" + id.String() + "/events?limit=0":     {400, "invalid"},
+		"/api/e/" + id.String() + "/events?to=99":       {400, "invalid"},
+		"/api/e/" + id.String() + "/events?to=x":        {400, "invalid"},
+		"/api/e/" + id.String() + "/resources?at=0":     {400, "invalid"},
+		"/api/executions?status=sleeping":               {400, "invalid"},
+		"/api/nothing":                                  {404, "not_found"},
 	} {
 		resp, err := http.Get(r.srv.URL + path)
 		if err != nil {

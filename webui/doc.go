@@ -90,6 +90,10 @@
 //     are the checkpoint index (eventlog.Index), the history in pages.
 //   - GET /api/e/{id}/coverage?at=N is what a fork at N restores.
 //   - GET /api/usage is what each execution takes (eventlog.UsageReporter).
+//   - GET /api/e/{id}/deltas is the server-sent event stream of the
+//     deltas (DESIGN §16) of the streams this process's handlers read, as
+//     /e/{id}/deltas: one "delta" message {step_id, index, data} each,
+//     never stored; 400 or 404 in the error envelope before it starts.
 //
 // The API only reads; forks are made through the page.
 //

@@ -148,6 +148,10 @@ type executionPage struct {
 	// §18).
 	Published []published
 	Inbox     []eventlog.Message
+	// Tokens sums the usage of the lineage's llm calls, a fork's prefix
+	// included (a fold of its events, DESIGN §16); Info.Tokens is the
+	// own run's, which the store keeps.
+	Tokens eventlog.Tokens
 }
 
 func (s *server) execution(w http.ResponseWriter, r *http.Request) {
@@ -175,6 +179,10 @@ func (s *server) execution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if page.Published, page.Inbox, err = s.talkOf(r, info.ID); err != nil {
+		fail(w, err)
+		return
+	}
+	if page.Tokens, err = s.tokens(ctx, info.ID); err != nil {
 		fail(w, err)
 		return
 	}
@@ -220,6 +228,21 @@ func (s *server) timeline(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_, _ = w.Write(buf.Bytes())
+}
+
+// tokens folds the usage of id's llm calls over its whole lineage.
+func (s *server) tokens(ctx context.Context, id eventlog.ID) (eventlog.Tokens, error) {
+	var t eventlog.Tokens
+	for ev, err := range s.k.Log().Events(ctx, id, 1) {
+		if err != nil {
+			return eventlog.Tokens{}, err
+		}
+		if p, ok := ev.Data.(*eventlog.StepSucceeded); ok {
+			t.Input += p.Tokens.Input
+			t.Output += p.Tokens.Output
+		}
+	}
+	return t, nil
 }
 
 // lineage reads id's events from seq from.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -277,6 +278,14 @@ func TestFork(t *testing.T) {
 // the handler reads them (the fake model sends one every 10 ms until the
 // page has shown one), then "end" when the execution ends.
 func TestDeltasLive(t *testing.T) {
+	// The page's route, and the JSON API's that another process (forkline
+	// serve's clients) reads.
+	for _, route := range []string{"/e/%s/deltas", "/api/e/%s/deltas"} {
+		t.Run(strings.Split(route, "/")[1], func(t *testing.T) { testDeltasLive(t, route) })
+	}
+}
+
+func testDeltasLive(t *testing.T, route string) {
 	seen := make(chan struct{})
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -318,7 +327,7 @@ func TestDeltasLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(srv.URL + "/e/" + id.String() + "/deltas")
+	resp, err := http.Get(srv.URL + fmt.Sprintf(route, id))
 	if err != nil {
 		t.Fatal(err)
 	}

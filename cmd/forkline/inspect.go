@@ -26,6 +26,9 @@ type listing struct {
 	Key     string `json:"key,omitempty"`    // the start key (sdk.WithKey)
 	Head    uint64 `json:"head"`
 	Status  string `json:"status"`
+	// Tokens is the own run's token usage the store keeps
+	// (eventlog.Info.Tokens, DESIGN §16): a fork's prefix is not in it.
+	Tokens *eventlog.Tokens `json:"tokens,omitempty"`
 	// AwaitingOwner is the owner a running execution waits for (DESIGN
 	// §15½.4, sdk.AwaitedOwner): ls shows "running, awaiting owner X".
 	AwaitingOwner *string `json:"awaiting_owner,omitempty"`
@@ -57,16 +60,7 @@ func listSome(e *env, log eventlog.Log, f eventlog.Filter) ([]*listing, error) {
 		p.tick()
 		// The store keeps each execution's status (DESIGN §9): listing
 		// folds no lineage.
-		l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq,
-			Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key,
-			Quarantined: info.QuarantineError, info: info}
-		if !info.Parent.IsZero() {
-			l.Parent = info.Parent.String()
-		}
-		if !info.Caller.IsZero() {
-			l.Caller = info.Caller.String()
-		}
-		out = append(out, l)
+		out = append(out, listingOf(info))
 	}
 	return out, nil
 }
@@ -93,13 +87,25 @@ func listKey(e *env, log eventlog.Log, f eventlog.Filter, key string) ([]*listin
 	if !f.Match(info) {
 		return nil, nil
 	}
-	l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq, Head: info.Head,
-		Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key,
+	return []*listing{listingOf(info)}, nil
+}
+
+// listingOf describes info as the store keeps it (DESIGN §9): it folds no
+// lineage.
+func listingOf(info eventlog.Info) *listing {
+	l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq,
+		Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key,
 		Quarantined: info.QuarantineError, info: info}
+	if info.Tokens != (eventlog.Tokens{}) {
+		l.Tokens = &info.Tokens
+	}
+	if !info.Parent.IsZero() {
+		l.Parent = info.Parent.String()
+	}
 	if !info.Caller.IsZero() {
 		l.Caller = info.Caller.String()
 	}
-	return []*listing{l}, nil
+	return l
 }
 
 // writeJSON writes v as the command's one JSON document.
@@ -167,7 +173,7 @@ func cmdLs(e *env, statuses, agent, key string) error {
 			return nil
 		}
 		tw := newTable(e.stdout)
-		fmt.Fprintln(tw, "ID\tAGENT\tKEY\tEVENTS\tSTATUS\tFORK OF\tCREATED")
+		fmt.Fprintln(tw, "ID\tAGENT\tKEY\tEVENTS\tSTATUS\tTOKENS\tFORK OF\tCREATED")
 		for _, l := range all {
 			parent := "-"
 			if l.Parent != "" {
@@ -184,7 +190,11 @@ func cmdLs(e *env, statuses, agent, key string) error {
 			if l.Quarantined != "" {
 				status += ", quarantined"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, status, parent, timeText(l.Created))
+			tokens := "-"
+			if l.Tokens != nil {
+				tokens = fmt.Sprintf("%d+%d", l.Tokens.Input, l.Tokens.Output)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, status, tokens, parent, timeText(l.Created))
 		}
 		if awaiting(all) {
 			fmt.Fprintln(tw, "(an execution awaiting its owner resumes when that owner runs it; if it never will: forkline fork ID --latest-covered, or forkline cancel ID)")

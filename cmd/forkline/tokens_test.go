@@ -14,7 +14,8 @@ import (
 
 // TestTokensShown: the usage an execution's llm calls recorded (DESIGN
 // §16) is summed over the lineage by forkline events (its header, and
-// --json) and forkline show (to the event shown).
+// --json) and forkline show (to the event shown); forkline ls shows the
+// sums the store keeps for the execution's own run (Info.Tokens).
 func TestTokensShown(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5}}`)
@@ -56,6 +57,9 @@ func TestTokensShown(t *testing.T) {
 		{[]string{"--json", "events", id.String()}, `"tokens": {`},
 		{[]string{"show", id.String(), "4"}, "tokens     12 in, 5 out (the lineage's llm calls to seq 4)"},
 		{[]string{"show", id.String(), "6"}, "tokens     24 in, 10 out (the lineage's llm calls to seq 6)"},
+		// ls reads the sums the store keeps (Info.Tokens), folding nothing.
+		{[]string{"ls"}, "completed  24+10   -"},
+		{[]string{"--json", "ls"}, "\"tokens\": {\n        \"input\": 24,\n        \"output\": 10\n      }"},
 	} {
 		stdout, stderr, code := runCLI(t, append([]string{"--dir", dir}, c.args...)...)
 		if code != 0 || !strings.Contains(stdout, c.want) {

@@ -62,3 +62,17 @@ func TestClose(t *testing.T) {
 	}
 	storetest.TestClose(t, s)
 }
+
+func TestTokens(t *testing.T) {
+	storetest.TestTokens(t, func(t *testing.T) (eventlog.IndexedLog, func() eventlog.IndexedLog) {
+		dir := t.TempDir()
+		s := openDir(t, dir, pebblestore.WithoutSync())
+		return s, func() eventlog.IndexedLog {
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			s = openDir(t, dir, pebblestore.WithoutSync())
+			return s
+		}
+	})
+}

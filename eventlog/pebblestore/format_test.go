@@ -140,7 +140,8 @@ func TestFormatPinned(t *testing.T) {
 				"WakeAt time.Time wake_at,omitempty", "Deadline time.Time deadline,omitempty",
 				"Dispatched bool dispatched,omitempty", "Parked bool parked,omitempty", "Approvals []string approvals,omitempty",
 				"Requests uint64 requests,omitempty",
-				"Epoch uint64 epoch,omitempty"}, // DESIGN §15½.5; absent in older records, read as 0
+				"Epoch uint64 epoch,omitempty",                                                  // DESIGN §15½.5; absent in older records, read as 0
+				"TokensIn uint64 tokens_in,omitempty", "TokensOut uint64 tokens_out,omitempty"}, // DESIGN §16; likewise
 			reflect.TypeFor[tombstoneValue](): {"Kept uint64 kept", "Deleted int64 deleted"},
 		} {
 			var got []string

@@ -539,7 +539,7 @@ func (e *execution) infoLocked() eventlog.Info {
 	return eventlog.Info{
 		ID: e.id, Agent: e.hdr.Agent, Parent: e.hdr.Parent, ForkSeq: e.hdr.At,
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
-		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
+		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline, Tokens: st.Tokens,
 		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key,
 		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at, AwaitedOwner: e.mu.retry.owner,
 		Quarantined: e.mu.quarantine != "", QuarantineError: e.mu.quarantine,

@@ -69,6 +69,11 @@ type stateValue struct {
 	// record keeps it, so that epochs rise across reopens of the store.
 	// Absent (0) in records written before epochs were kept.
 	Epoch uint64 `msgpack:"epoch,omitempty"`
+	// TokensIn and TokensOut are the StatusState's Tokens (DESIGN §16):
+	// absent (0) in records written before the store kept them, which
+	// then count only the events appended since.
+	TokensIn  uint64 `msgpack:"tokens_in,omitempty"`
+	TokensOut uint64 `msgpack:"tokens_out,omitempty"`
 }
 
 // encodeStateValue encodes an execution's state record: st, and requests,
@@ -77,6 +82,7 @@ func encodeStateValue(st eventlog.StatusState, requests, epoch uint64) ([]byte, 
 	return encodeValue(&stateValue{
 		Head: st.Head, Status: uint8(st.Status), Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline,
 		Dispatched: st.Dispatched, Parked: st.Parked, Approvals: st.Approvals, Requests: requests, Epoch: epoch,
+		TokensIn: st.Tokens.Input, TokensOut: st.Tokens.Output,
 	})
 }
 
@@ -90,6 +96,7 @@ func decodeStateValue(b []byte) (eventlog.StatusState, uint64, uint64, error) {
 	st := eventlog.StatusState{
 		Head: v.Head, Status: eventlog.Status(v.Status), Updated: utc(v.Updated), WakeAt: utc(v.WakeAt),
 		Deadline: utc(v.Deadline), Dispatched: v.Dispatched, Parked: v.Parked, Approvals: v.Approvals,
+		Tokens: eventlog.Tokens{Input: v.TokensIn, Output: v.TokensOut},
 	}
 	if st.Head == 0 || !st.Status.Valid() {
 		return eventlog.StatusState{}, 0, 0, fmt.Errorf("state with head %d and status %d", v.Head, v.Status)

@@ -2,10 +2,12 @@ package pgstore_test
 
 import (
 	"flag"
-	"github.com/forkline/forkline/eventlog/pgstore"
 	"testing"
 
+	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pgstore"
 	"github.com/forkline/forkline/eventlog/storetest"
+	"github.com/forkline/forkline/internal/pgtest"
 )
 
 func TestConformance(t *testing.T) {
@@ -36,4 +38,26 @@ func TestClose(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	storetest.TestDelete(t, func(t *testing.T) storetest.DeleteStore { return openStore(t, pgstore.WithoutSync()) })
+}
+
+func TestTokens(t *testing.T) {
+	storetest.TestTokens(t, func(t *testing.T) (eventlog.IndexedLog, func() eventlog.IndexedLog) {
+		url, schema := pgtest.Schema(t)
+		open := func() *pgstore.Store {
+			s, err := pgstore.Open(t.Context(), url, pgstore.WithSchema(schema), pgstore.WithoutSync())
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}
+		s := open()
+		return s, func() eventlog.IndexedLog {
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			s = open()
+			return s
+		}
+	})
 }

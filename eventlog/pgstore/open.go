@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -346,6 +346,13 @@ var migrations = []func(schema string) []string{
 	// that found the execution's history damaged; '': not quarantined.
 	func(sc string) []string {
 		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN quarantine text NOT NULL DEFAULT ''`}
+	},
+	// Version 8: token usage (DESIGN §16, eventlog.Info.Tokens): the sums
+	// of the own run's step.succeeded Tokens. Rows of earlier versions
+	// get 0 and count only the events appended since.
+	func(sc string) []string {
+		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN tokens_in bigint NOT NULL DEFAULT 0,
+			ADD COLUMN tokens_out bigint NOT NULL DEFAULT 0`}
 	},
 }
 

@@ -26,32 +26,32 @@ import (
 // implicit transaction, so the setting holds for that commit only.
 
 // fastSQL returns the statement of a fast append: leased, under the epoch
-// in $13; otherwise admitted only while no lease is live by the database's
-// clock. With states, it also inserts the index entries of $14…$25.
+// in $15; otherwise admitted only while no lease is live by the database's
+// clock. With states, it also inserts the index entries of $16…$27.
 func (s *Store) fastSQL(leased, states, notify bool) string {
-	lease := ` AND lease_epoch = $13 AND NOT lease_released`
+	lease := ` AND lease_epoch = $15 AND NOT lease_released`
 	if !leased {
-		// $13 is 0 and unused; it keeps the parameters' numbering.
-		lease = ` AND $13::bigint = 0 AND NOT (lease_epoch > 0 AND NOT lease_released
+		// $15 is 0 and unused; it keeps the parameters' numbering.
+		lease = ` AND $15::bigint = 0 AND NOT (lease_epoch > 0 AND NOT lease_released
 			AND lease_expires_ns > (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint)`
 	}
 	sql := `WITH upd AS (
 			UPDATE ` + s.q.executions + ` SET head = $2, status = $3, updated_ns = $4, wake_ns = $5, deadline_ns = $6,
-				dispatched = $7, parked = $8, approvals = $9
-			WHERE id = $1 AND head = $10 AND deleted_kept IS NULL` + lease + `
+				dispatched = $7, parked = $8, approvals = $9, tokens_in = $10, tokens_out = $11
+			WHERE id = $1 AND head = $12 AND deleted_kept IS NULL` + lease + `
 			RETURNING id),
 		ev AS (
 			INSERT INTO ` + s.q.events + ` (execution, seq, record)
-			SELECT upd.id, e.seq, e.record FROM upd, unnest($11::bigint[], $12::bytea[]) AS e (seq, record))`
+			SELECT upd.id, e.seq, e.record FROM upd, unnest($13::bigint[], $14::bytea[]) AS e (seq, record))`
 	if states {
 		sql += `,
 		st AS (
 			INSERT INTO ` + s.q.states + ` (execution, key, seq, generation, in_flight, coverage_reuse, bound,
 				latest_ref, latest_at, latest_gen, diverged)
-			SELECT upd.id, r.key, r.seq, r.generation, ($14::text[])[r.lo:r.hi], r.coverage_reuse, r.bound,
+			SELECT upd.id, r.key, r.seq, r.generation, ($16::text[])[r.lo:r.hi], r.coverage_reuse, r.bound,
 				r.latest_ref, r.latest_at, r.latest_gen, r.diverged
-			FROM upd, unnest($15::text[], $16::bigint[], $17::bigint[], $18::int[], $19::int[], $20::boolean[],
-				$21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::bigint[])
+			FROM upd, unnest($17::text[], $18::bigint[], $19::bigint[], $20::int[], $21::int[], $22::boolean[],
+				$23::bigint[], $24::text[], $25::bigint[], $26::bigint[], $27::bigint[])
 				AS r (key, seq, generation, lo, hi, coverage_reuse, bound, latest_ref, latest_at, latest_gen, diverged))`
 	}
 	if !notify {
@@ -127,7 +127,8 @@ func (s *Store) appendFast(ctx context.Context, id eventlog.ID, expectedHead uin
 		}
 	}
 	args := []any{id[:], int64(status.Head), int16(status.Status), nanos(status.Updated), nanos(status.WakeAt),
-		nanos(status.Deadline), status.Dispatched, status.Parked, approvals(status.Approvals), int64(expectedHead),
+		nanos(status.Deadline), status.Dispatched, status.Parked, approvals(status.Approvals),
+		tokenCount(status.Tokens.Input), tokenCount(status.Tokens.Output), int64(expectedHead),
 		seqs, records, int64(epoch)}
 	states := len(sa.key) > 0
 	if states {
@@ -154,6 +155,10 @@ func (s *Store) appendFast(ctx context.Context, id eventlog.ID, expectedHead uin
 	s.fast.wrote.Add(1)
 	return &cachedIndex{head: status.Head, state: index, status: normalStatus(status)}, true, nil
 }
+
+// tokenCount is a token sum as a bigint column's value; a sum past
+// math.MaxInt64, which no real usage reaches, is stored as math.MaxInt64.
+func tokenCount(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
 
 // nonNil is a, never nil, for a NOT NULL array parameter.
 func nonNil[T any](a []T) []T {

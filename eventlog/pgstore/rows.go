@@ -67,7 +67,7 @@ type retryNote struct {
 
 const rowCols = `id, agent, parent, fork_seq, caller, created_ns, head, status, updated_ns, wake_ns, deadline_ns,
 	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last,
-	last_error, retry_ns, coalesce(idem_key, ''), await_owner, quarantine`
+	last_error, retry_ns, coalesce(idem_key, ''), await_owner, quarantine, tokens_in, tokens_out`
 
 // scanRow reads one row of rowCols (and then extra) from r.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
@@ -75,6 +75,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		id, parent, caller                              []byte
 		forkSeq, created, head, updated, wake, deadline int64
 		epoch, expires, inboxLast, retryAt              int64
+		tokensIn, tokensOut                             int64
 		status                                          int16
 		dispatched, parked, released                    bool
 		agent, owner, lastError, key, awaitOwner        string
@@ -83,7 +84,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	)
 	dest := append([]any{&id, &agent, &parent, &forkSeq, &caller, &created, &head, &status, &updated, &wake, &deadline,
 		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast,
-		&lastError, &retryAt, &key, &awaitOwner, &quarantine}, extra...)
+		&lastError, &retryAt, &key, &awaitOwner, &quarantine, &tokensIn, &tokensOut}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -110,10 +111,14 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	if head <= forkSeq || !eventlog.Status(status).Valid() || epoch < 0 || inboxLast < 0 {
 		return bad("head %d (fork point %d), status %d, lease epoch %d, inbox %d", head, forkSeq, status, epoch, inboxLast)
 	}
+	if tokensIn < 0 || tokensOut < 0 {
+		return bad("tokens %d+%d", tokensIn, tokensOut)
+	}
 	out.hdr.Agent, out.hdr.At, out.hdr.Created = agent, uint64(forkSeq), fromNanos(created)
 	out.status = eventlog.StatusState{
 		Status: eventlog.Status(status), Head: uint64(head), Updated: fromNanos(updated), WakeAt: fromNanos(wake),
 		Deadline: fromNanos(deadline), Dispatched: dispatched, Parked: parked, Approvals: approvals,
+		Tokens: eventlog.Tokens{Input: uint64(tokensIn), Output: uint64(tokensOut)},
 	}
 	if len(out.status.Approvals) == 0 {
 		out.status.Approvals = nil
@@ -135,7 +140,7 @@ func (r *row) info() eventlog.Info {
 	return eventlog.Info{
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
-		Deadline: st.Deadline, Caller: r.hdr.Caller, Approvals: st.Approvals, Key: r.key,
+		Deadline: st.Deadline, Tokens: st.Tokens, Caller: r.hdr.Caller, Approvals: st.Approvals, Key: r.key,
 		LastError: r.retry.lastError, RetryAt: r.retry.at, AwaitedOwner: r.retry.owner,
 		Quarantined: r.quarantine != "", QuarantineError: r.quarantine,
 	}

@@ -366,9 +366,9 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 			})
 		}
 		b.Queue(`UPDATE `+s.q.executions+` SET head = $2, status = $3, updated_ns = $4, wake_ns = $5, deadline_ns = $6,
-			dispatched = $7, parked = $8, approvals = $9 WHERE id = $1`,
+			dispatched = $7, parked = $8, approvals = $9, tokens_in = $10, tokens_out = $11 WHERE id = $1`,
 			id[:], int64(status.Head), int16(status.Status), nanos(status.Updated), nanos(status.WakeAt), nanos(status.Deadline),
-			status.Dispatched, status.Parked, approvals(status.Approvals))
+			status.Dispatched, status.Parked, approvals(status.Approvals), tokenCount(status.Tokens.Input), tokenCount(status.Tokens.Output))
 		if s.notifies(events) {
 			b.Queue(s.notifySQL(), id[:])
 		}

@@ -47,6 +47,9 @@ type Execution struct {
 	Updated  time.Time       `json:"updated"`
 	WakeAt   *time.Time      `json:"wake_at,omitempty"`
 	Deadline *time.Time      `json:"deadline,omitempty"`
+	// Tokens is the own run's token usage (eventlog.Info.Tokens, DESIGN
+	// §16); absent when its llm calls reported none.
+	Tokens *eventlog.Tokens `json:"tokens,omitempty"`
 }
 
 // ExecutionOf puts info on the wire.
@@ -65,6 +68,9 @@ func ExecutionOf(info eventlog.Info) Execution {
 	if !info.Deadline.IsZero() {
 		x.Deadline = &info.Deadline
 	}
+	if info.Tokens != (eventlog.Tokens{}) {
+		x.Tokens = &info.Tokens
+	}
 	return x
 }
 
@@ -72,6 +78,9 @@ func ExecutionOf(info eventlog.Info) Execution {
 func (x Execution) Info() eventlog.Info {
 	info := eventlog.Info{ID: x.ID, Agent: x.Agent, ForkSeq: x.ForkSeq, Head: x.Head,
 		Created: x.Created, Status: x.Status, Updated: x.Updated}
+	if x.Tokens != nil {
+		info.Tokens = *x.Tokens
+	}
 	if x.Parent != nil {
 		info.Parent = *x.Parent
 	}
