@@ -169,7 +169,9 @@ type webhookBody struct {
 	DispatchAttempt uint64 `json:"dispatch_attempt"`
 }
 
-func dispatchID(id eventlog.ID, n uint64) string { return id.String() + "-" + strconv.FormatUint(n, 10) }
+func dispatchID(id eventlog.ID, n uint64) string {
+	return id.String() + "-" + strconv.FormatUint(n, 10)
+}
 
 // deliver posts the signed webhook of ss to hook; a 2xx answer delivers it.
 func (s *Server) deliver(ctx context.Context, hook string, secret []byte, ss *session) error {
