@@ -48,6 +48,11 @@
 //	GET    /v0/executions?agent_id=&status=&cursor=&limit=   {executions, next_cursor}
 //	GET    /v0/executions/{id}/events?after_seq=&limit=      [events]
 //	POST   /v0/executions/{id}/cancel         → 204
+//	POST   /v0/executions/{id}/fork           {at} → 201 execution (forkline's addition)
+//	GET    /v0/executions/{id}/coverage?at=N  {seq, covered, resources} (forkline's addition)
+//
+// Operational (no authentication): GET /v0/health ({"status":"ok"}) and
+// GET /v0/ready (503 unavailable when the store does not answer).
 //
 // Agent (signed; the POSTs with the dispatch headers except heartbeat's
 // attempt check, which it needs too):

@@ -122,3 +122,69 @@ func TestSupersededAttemptRefused(t *testing.T) {
 		t.Fatalf("the log changed:\n%s\n---\n%s", before, after)
 	}
 }
+
+// TestForkAndCoverageRoutes forks a remote agent's execution over the API:
+// the fork is dispatched to the agent, replays the prefix and runs the
+// rest live.
+func TestForkAndCoverageRoutes(t *testing.T) {
+	r := newRig(t, kernelapi.Options{})
+	hook := webhookServer(t, r.url, "adder", adder(t, 0))
+	r.register("adder", hook.URL)
+	id := r.create("adder", map[string]int{"n": 3})
+	r.await(id, eventlog.StatusCompleted)
+	var cov struct {
+		Seq     uint64 `json:"seq"`
+		Covered bool   `json:"covered"`
+	}
+	if code := r.do("GET", "/v0/executions/"+id.String()+"/coverage?at=4", nil, &cov); code != 200 || cov.Seq != 4 || !cov.Covered {
+		t.Fatalf("coverage: %d %+v", code, cov)
+	}
+	before := r.snapshot()
+	for _, at := range []uint64{0, 99} {
+		if code := r.do("POST", "/v0/executions/"+id.String()+"/fork", map[string]uint64{"at": at}, nil); code != 400 {
+			t.Fatalf("fork at %d: %d", at, code)
+		}
+	}
+	if after := r.snapshot(); after != before {
+		t.Fatal("a refused fork changed the log")
+	}
+	var fk struct {
+		ID       string `json:"id"`
+		ParentID string `json:"parent_id"`
+	}
+	if code := r.do("POST", "/v0/executions/"+id.String()+"/fork", map[string]uint64{"at": 4}, &fk); code != 201 || fk.ParentID != id.String() {
+		t.Fatalf("fork: %d %+v", code, fk)
+	}
+	fid, _ := eventlog.ParseID(fk.ID)
+	r.await(fid, eventlog.StatusCompleted)
+	var own []string
+	for _, ev := range r.events(fid) {
+		if ev.Seq > 4 {
+			own = append(own, ev.Kind().String())
+		}
+	}
+	want := []string{"fork.created", "dispatch.started", "step.started", "step.succeeded", "step.started", "step.succeeded", "execution.completed"}
+	if diff := cmp.Diff(want, own); diff != "" {
+		t.Fatalf("fork's own events (-want +got):\n%s", diff)
+	}
+}
+
+// TestHealthReady: /v0/health answers while /v0/ready says 503 once the
+// store is closed.
+func TestHealthReady(t *testing.T) {
+	r := newRig(t, kernelapi.Options{})
+	var st struct{ Status string }
+	if code := r.do("GET", "/v0/ready", nil, &st); code != 200 || st.Status != "ready" {
+		t.Fatalf("ready: %d %+v", code, st)
+	}
+	if err := r.k.Log().Close(); err != nil {
+		t.Fatal(err)
+	}
+	var env struct{ Code string }
+	if code := r.do("GET", "/v0/ready", nil, &env); code != 503 || env.Code != "unavailable" {
+		t.Fatalf("ready with the store closed: %d %+v", code, env)
+	}
+	if code := r.do("GET", "/v0/health", nil, &st); code != 200 || st.Status != "ok" {
+		t.Fatalf("health: %d %+v", code, st)
+	}
+}

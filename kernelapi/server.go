@@ -136,6 +136,10 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v0/executions/{id}", s.either(s.getExecution))
 	m.HandleFunc("GET /v0/executions/{id}/events", s.bearer(s.events))
 	m.HandleFunc("POST /v0/executions/{id}/cancel", s.bearer(s.cancel))
+	m.HandleFunc("POST /v0/executions/{id}/fork", s.bearer(s.fork))
+	m.HandleFunc("GET /v0/executions/{id}/coverage", s.bearer(s.coverage))
+	m.HandleFunc("GET /v0/health", s.health)
+	m.HandleFunc("GET /v0/ready", s.ready)
 
 	m.HandleFunc("GET /v0/executions/{id}/steps", s.either(s.listSteps))
 	m.HandleFunc("GET /v0/executions/{id}/steps/{step}", s.either(s.getStep))

@@ -583,6 +583,10 @@ func (s *Server) end(w http.ResponseWriter, r *http.Request, req *request, rep e
 	case <-r.Context().Done():
 		return r.Context().Err()
 	}
+	// The handler has returned; the dispatch records its end right after.
+	wctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	_, _ = s.k.Wait(wctx, info.ID)
 	now, err := s.log.Info(r.Context(), info.ID)
 	if err != nil {
 		return err
