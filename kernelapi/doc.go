@@ -73,6 +73,10 @@
 //	GET    /v0/agents                         {agents} (secrets redacted)
 //	GET    /v0/agents/{id}
 //	DELETE /v0/agents/{id}                    → 204
+//	GET    /v0/approvals                      {approvals} (pending; id "<execution>.<step id>")
+//	GET    /v0/approvals/{id}
+//	POST   /v0/approvals/{id}/grant           {decided_by, rationale?} → 204
+//	POST   /v0/approvals/{id}/deny            {decided_by, rationale?} → 204
 //
 // Submit decisions: proceed (run the effect, then complete or fail it),
 // replay (the recorded result or error comes back), denied (the gate

@@ -1,6 +1,7 @@
 package kernelapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/kernelapi"
+	"github.com/forkline/forkline/policy"
+	"github.com/forkline/forkline/sdk"
 )
 
 func TestRemoteAgentRuns(t *testing.T) {
@@ -186,5 +189,63 @@ func TestHealthReady(t *testing.T) {
 	}
 	if code := r.do("GET", "/v0/health", nil, &st); code != 200 || st.Status != "ok" {
 		t.Fatalf("health: %d %+v", code, st)
+	}
+}
+
+// TestApprovalOverAPI: a gate asks approval for a remote call; the agent
+// gets blocked, the approval is granted over the API, and the next
+// dispatch's submit proceeds.
+func TestApprovalOverAPI(t *testing.T) {
+	gate := func(_ context.Context, c policy.Call) policy.Decision {
+		return policy.Decision{Allow: true, Approval: c.Target == "add", Reason: "adds need a human"}
+	}
+	r := newRig(t, kernelapi.Options{}, sdk.WithGate(gate), sdk.ParkAfter(10*time.Millisecond))
+	blocked := make(chan stepDecision, 1)
+	hook := webhookServer(t, r.url, "adder", func(a *agentClient) {
+		if a.attempt == 1 {
+			d, err := a.submit("tool_call", "add", map[string]int{"i": 0}, "safe_to_retry")
+			if err != nil {
+				t.Error(err)
+			}
+			blocked <- d
+			return
+		}
+		adder(t, 0)(a)
+	})
+	r.register("adder", hook.URL)
+	id := r.create("adder", map[string]int{"n": 1})
+	d := <-blocked
+	if d.Decision != "blocked" || d.ApprovalID != id.String()+"."+d.StepID {
+		t.Fatalf("first submit %+v", d)
+	}
+	r.await(id, eventlog.StatusWaiting)
+	var list struct {
+		Approvals []struct{ ID, Target string }
+	}
+	if code := r.do("GET", "/v0/approvals", nil, &list); code != 200 || len(list.Approvals) != 1 || list.Approvals[0].ID != d.ApprovalID {
+		t.Fatalf("approvals: %d %+v", code, list)
+	}
+	before := r.snapshot()
+	if code := r.do("POST", "/v0/approvals/"+d.ApprovalID+"/grant", map[string]any{"decided_by": 3}, nil); code != 400 {
+		t.Fatalf("grant with a wrong type: %d", code)
+	}
+	if code := r.do("POST", "/v0/approvals/"+id.String()+".nope/grant", map[string]any{"decided_by": "ann"}, nil); code != 404 {
+		t.Fatalf("grant of an unknown approval: %d", code)
+	}
+	if r.snapshot() != before {
+		t.Fatal("a refused decision changed the log")
+	}
+	if code := r.do("POST", "/v0/approvals/"+d.ApprovalID+"/grant", map[string]any{"decided_by": "ann", "rationale": "fine"}, nil); code != 204 {
+		t.Fatalf("grant: %d", code)
+	}
+	r.await(id, eventlog.StatusCompleted)
+	var got []string
+	for _, k := range kinds(r.events(id)) {
+		got = append(got, k)
+	}
+	want := []string{"execution.created", "dispatch.started", "approval.requested", "dispatch.parked",
+		"approval.granted", "dispatch.started", "step.started", "step.succeeded", "execution.completed"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 }

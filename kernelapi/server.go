@@ -155,6 +155,10 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v0/agents", s.bearer(s.listAgents))
 	m.HandleFunc("GET /v0/agents/{agent}", s.bearer(s.getAgent))
 	m.HandleFunc("DELETE /v0/agents/{agent}", s.bearer(s.deleteAgent))
+	m.HandleFunc("GET /v0/approvals", s.bearer(s.listApprovals))
+	m.HandleFunc("GET /v0/approvals/{approval}", s.bearer(s.getApproval))
+	m.HandleFunc("POST /v0/approvals/{approval}/grant", s.bearer(s.decide(true)))
+	m.HandleFunc("POST /v0/approvals/{approval}/deny", s.bearer(s.decide(false)))
 	s.mux = m
 }
 
@@ -511,3 +515,5 @@ func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request, req *reques
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+func isNotFound(err error) bool { return errors.Is(err, eventlog.ErrNotFound) }
