@@ -3,7 +3,10 @@ package kernelapi_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,5 +250,32 @@ func TestApprovalOverAPI(t *testing.T) {
 		"approval.granted", "dispatch.started", "step.started", "step.succeeded", "execution.completed"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestDispatchExhausted: a webhook that never answers 2xx is retried with
+// backoff, one dispatch per attempt, until the attempts run out.
+func TestDispatchExhausted(t *testing.T) {
+	r := newRig(t, kernelapi.Options{MaxAttempts: 3})
+	var hits atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(hook.Close)
+	r.register("adder", hook.URL)
+	id := r.create("adder", map[string]int{"n": 1})
+	r.await(id, eventlog.StatusFailed)
+	evs := r.events(id)
+	want := []string{"execution.created", "dispatch.started", "dispatch.parked", "dispatch.started", "dispatch.parked",
+		"dispatch.started", "execution.failed"}
+	if diff := cmp.Diff(want, kinds(evs)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if f := evs[len(evs)-1].Data.(*eventlog.ExecutionFailed); f.Code != kernelapi.FailDispatchExhausted {
+		t.Fatalf("failure %+v", f)
+	}
+	if hits.Load() != 3 {
+		t.Fatalf("%d deliveries, want 3", hits.Load())
 	}
 }
