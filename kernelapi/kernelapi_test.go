@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -272,7 +273,7 @@ func TestDispatchExhausted(t *testing.T) {
 	if diff := cmp.Diff(want, kinds(evs)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
-	if f := evs[len(evs)-1].Data.(*eventlog.ExecutionFailed); f.Code != kernelapi.FailDispatchExhausted {
+	if f := evs[len(evs)-1].Data.(*eventlog.ExecutionFailed); f.Code != kernelapi.FailDispatchExhausted || !strings.Contains(f.Error, "503") {
 		t.Fatalf("failure %+v", f)
 	}
 	if hits.Load() != 3 {
