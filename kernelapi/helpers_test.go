@@ -24,13 +24,13 @@ const (
 
 // rig is a kernel served over real HTTP.
 type rig struct {
-	t   *testing.T
+	t   testing.TB
 	k   *sdk.Kernel
 	srv *kernelapi.Server
 	url string
 }
 
-func newRig(t *testing.T, opts kernelapi.Options, kopts ...sdk.Option) *rig {
+func newRig(t testing.TB, opts kernelapi.Options, kopts ...sdk.Option) *rig {
 	t.Helper()
 	k, err := sdk.Open("", kopts...)
 	if err != nil {
@@ -242,7 +242,7 @@ func (a *agentClient) submit(kind, target string, args any, idem string) (stepDe
 }
 
 // webhookServer receives dispatches and hands each to run in a goroutine.
-func webhookServer(t *testing.T, base, agent string, run func(a *agentClient)) *httptest.Server {
+func webhookServer(t testing.TB, base, agent string, run func(a *agentClient)) *httptest.Server {
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if r.Header.Get(kernelapi.HeaderSignature) != kernelapi.Sign([]byte(testSecret), r.Header.Get(kernelapi.HeaderTimestamp), body) {
@@ -277,7 +277,7 @@ func (r *rig) register(agent, hook string) {
 // adder is a remote agent: n tool calls "add" {i} whose result is {sum: 2i},
 // then completes with the total. stopAfter > 0 makes it go silent after that
 // many live calls (a killed agent).
-func adder(t *testing.T, stopAfter int) func(a *agentClient) {
+func adder(t testing.TB, stopAfter int) func(a *agentClient) {
 	return func(a *agentClient) {
 		ans, err := a.send("GET", "/v0/executions/"+a.exec, nil, false)
 		if err != nil || ans.code != 200 {
