@@ -722,6 +722,7 @@ type call struct {
 	retry   *RetryPolicy  // Retry, TransportRetry; nil: the kernel's
 	timeout time.Duration // Timeout; 0: none
 	body    func(ctx context.Context) ([]byte, error)
+	idOut   *string // RemoteCall: receives the StepID; nil otherwise
 }
 
 // do runs c by the three cases of DESIGN §4 and returns its encoded result.
@@ -747,6 +748,9 @@ func (d *dispatch) do(ctx context.Context, c call) ([]byte, error) {
 		}
 	}
 	stepID := callIdentity(d.occ, c.kind, c.target, c.args)
+	if c.idOut != nil {
+		*c.idOut = stepID
+	}
 	// Read-only: rec's slices are the fold's; nothing here writes to them.
 	rec, index, seen := d.state.Lookup(stepID)
 	if seen {

@@ -202,6 +202,7 @@ func commands() []*command {
 	var gcGrace time.Duration
 	var edit forkEdit
 	var pt policyTest
+	var kf kernelFlags
 	return []*command{
 		{name: "demo", short: "run the coder agent, fork it three times, compare, diff",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&demoTask, "task", defaultTask, "the coder agent's task") },
@@ -302,6 +303,13 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdDiff(e, pos[0], pos[1], diffHTML) }},
 		{name: "reclose", short: "re-verify a log whose clean-close record (FORKLINE-CLOSED) fails its check, and rewrite the record",
 			run: func(e *env, _ []string) error { return cmdReclose(e) }},
+		{name: "kernel", args: "[--listen ADDR] [--token T | --dev]", short: "serve the kernel's HTTP API to agents in any language (Rebuno's v0 wire shape)",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&kf.listen, "listen", "127.0.0.1:8480", "the address to listen on (loopback unless you name another)")
+				fs.StringVar(&kf.token, "token", "", "the bearer token of client and admin routes")
+				fs.BoolVar(&kf.dev, "dev", false, "demand no bearer token (agent routes stay signed)")
+			},
+			run: func(e *env, _ []string) error { return cmdKernel(e, kf) }},
 		{name: "policy", args: "check FILE | test FILE --call KIND:TARGET [--args JSON] [--agent A] [--in-fork] [--at-most-once]",
 			short: "validate a policy bundle and print it back, or say what it decides about a call", minPos: 2, maxPos: 2,
 			flags: func(fs *flag.FlagSet) {
