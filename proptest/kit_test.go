@@ -340,6 +340,12 @@ func TestKillLogRefusesWhenKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kl.mu.Lock()
+	held := kl.held
+	kl.mu.Unlock()
+	if held != 1 {
+		t.Fatalf("the killLog counts %d leases held after one claim, want 1: drain would not wait for it", held)
+	}
 	if _, err := kl.Info(ctx, id); err != nil {
 		t.Fatalf("a live killLog refuses a read: %v", err)
 	}
