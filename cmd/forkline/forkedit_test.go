@@ -154,8 +154,14 @@ func TestDiffShowsChangedFields(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(table, "  field (whole)") || !strings.Contains(table, `{"edited":true}`) {
-		t.Errorf("the diff table shows no changed field:\n%s", table)
+	field := ""
+	for line := range strings.Lines(table) {
+		if strings.HasPrefix(line, "  field (whole)") {
+			field = line
+		}
+	}
+	if !strings.Contains(field, `{"edited":true}`) {
+		t.Errorf("the diff table shows no changed field with B's value:\n%s", table)
 	}
 	js, stderr, code := runCLI(t, "--dir", f.dir, "--json", "diff", a.String(), out.ID)
 	if code != 0 {
