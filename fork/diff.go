@@ -76,6 +76,9 @@ type StepDiff struct {
 	Change Change            `json:"change"`
 	A      *StepOutcome      `json:"a,omitempty"` // nil when A does not hold the step
 	B      *StepOutcome      `json:"b,omitempty"` // nil when B does not hold the step
+	// Fields are the changed fields of a changed result (JSONDiff of A's
+	// and B's Result), when both sides succeeded.
+	Fields []FieldChange `json:"fields,omitempty"`
 }
 
 // StepOutcome is what one side recorded for a step.
@@ -360,6 +363,9 @@ func align(sa, sb *side, shared uint64) ([]PrefixStep, []StepDiff) {
 		}
 		if b != nil {
 			d.B = sideOutcome(*b)
+		}
+		if d.Change == Changed && len(d.A.Result) > 0 && len(d.B.Result) > 0 {
+			d.Fields = JSONDiff(d.A.Result, d.B.Result)
 		}
 		rest = append(rest, d)
 	}

@@ -316,7 +316,8 @@ func TestDiffJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"step_id":"s1","kind":"tool","target":"write_file","args":{"path":"s1"},"change":"changed",` +
-		`"a":{"seq":6,"status":"succeeded","result":"a"},"b":{"seq":6,"status":"succeeded","result":"edited","overridden":true}}`
+		`"a":{"seq":6,"status":"succeeded","result":"a"},"b":{"seq":6,"status":"succeeded","result":"edited","overridden":true},` +
+		`"fields":[{"path":"","a":"a","b":"edited"}]}`
 	if string(b) != want {
 		t.Errorf("JSON of a changed step:\n got %s\nwant %s", b, want)
 	}
@@ -393,6 +394,9 @@ func TestDiffEdgesOfAlignment(t *testing.T) {
 		d.A, d.B = a, b
 		if c != "" {
 			d.Change = c
+		}
+		if d.Change == fork.Changed {
+			d.Fields = []fork.FieldChange{{A: a.Result, B: b.Result}} // a whole string changed
 		}
 		return d
 	}

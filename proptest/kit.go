@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver"
@@ -200,18 +203,56 @@ const checkOwner = "checkagent"
 var errKilled = errors.New("proptest: killed")
 
 // killLog lets budget more events be appended, then fails every append, as
-// a process killed before writing the next event.
+// a process killed before writing the next event. Once killed it refuses
+// reads and creates as well: the process is gone, so nothing it ran — the
+// killed dispatch, a child it ran in the background (sdk.Agent.Call) —
+// waits for anything, and each ends at its next use of the log. Its
+// leases are the store's (it is the kernel's eventlog.Leaser, and gives
+// the store's inbox through Unwrap), counted, so that the kit waits until
+// every dispatch of the killed kernel has released what it held before it
+// resumes the run: a child left running by the killed kernel never holds
+// its lease against the resumed one (which would wait for it, DESIGN §9,
+// until ParkAfter), as the lease of a process killed for real expires.
 type killLog struct {
 	eventlog.IndexedLog
+	leaser eventlog.Leaser
 	budget atomic.Int64
+
+	mu   sync.Mutex
+	idle *sync.Cond // signalled when held drops to 0
+	held int        // leases claimed and not released
 }
 
-// Unwrap gives the kernel the store's leases and inbox (eventlog.As), as
-// the process it stands for would have: its dispatches record their owner
-// and epoch like any other. Requests taken from the inbox (Take) pass
+// newKillLog returns a killLog on store that lets budget events be
+// appended.
+func newKillLog(store *pebblestore.Store, budget int64) *killLog {
+	l := &killLog{IndexedLog: store, leaser: store}
+	l.idle = sync.NewCond(&l.mu)
+	l.budget.Store(budget)
+	return l
+}
+
+// Unwrap gives the kernel the store's inbox (eventlog.As), as the process
+// it stands for would have. Requests taken from the inbox (Take) pass
 // straight to the store, not through the budget: CheckAgent's runs make
 // none.
 func (l *killLog) Unwrap() eventlog.Log { return l.IndexedLog }
+
+// killed reports whether the budget is spent.
+func (l *killLog) killed() bool { return l.budget.Load() < 0 }
+
+// kill spends the budget: everything after fails.
+func (l *killLog) kill() { l.budget.Store(-1 << 40) }
+
+// drain waits until every lease claimed through l is released: the
+// killed kernel's dispatches have all ended.
+func (l *killLog) drain() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.held > 0 {
+		l.idle.Wait()
+	}
+}
 
 func (l *killLog) Append(ctx context.Context, id eventlog.ID, head uint64, evs ...eventlog.Event) (uint64, error) {
 	if l.budget.Add(-int64(len(evs))) < 0 {
@@ -225,6 +266,64 @@ func (l *killLog) AppendUnsynced(ctx context.Context, id eventlog.ID, head uint6
 		return 0, errKilled
 	}
 	return l.IndexedLog.AppendUnsynced(ctx, id, head, evs...)
+}
+
+func (l *killLog) Create(ctx context.Context, created *eventlog.ExecutionCreated, at time.Time, opts ...eventlog.CreateOption) (eventlog.ID, error) {
+	if l.killed() {
+		return eventlog.ID{}, errKilled
+	}
+	return l.IndexedLog.Create(ctx, created, at, opts...)
+}
+
+func (l *killLog) Info(ctx context.Context, id eventlog.ID) (eventlog.Info, error) {
+	if l.killed() {
+		return eventlog.Info{}, errKilled
+	}
+	return l.IndexedLog.Info(ctx, id)
+}
+
+func (l *killLog) Events(ctx context.Context, id eventlog.ID, from uint64) iter.Seq2[eventlog.Event, error] {
+	if l.killed() {
+		return func(yield func(eventlog.Event, error) bool) { yield(eventlog.Event{}, errKilled) }
+	}
+	return l.IndexedLog.Events(ctx, id, from)
+}
+
+// Claim claims id's lease in the store, unless l is killed.
+func (l *killLog) Claim(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration) (eventlog.Lease, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.killed() {
+		return eventlog.Lease{}, errKilled
+	}
+	lease, err := l.leaser.Claim(ctx, id, owner, ttl)
+	if err == nil {
+		l.held++
+	}
+	return lease, err
+}
+
+// Renew renews lease in the store.
+func (l *killLog) Renew(ctx context.Context, lease eventlog.Lease, ttl time.Duration) (eventlog.Lease, error) {
+	return l.leaser.Renew(ctx, lease, ttl)
+}
+
+// Release releases lease in the store, and counts it released whatever
+// the store answers: the dispatch that held it has ended.
+func (l *killLog) Release(ctx context.Context, lease eventlog.Lease) error {
+	err := l.leaser.Release(ctx, lease)
+	l.mu.Lock()
+	l.held--
+	if l.held <= 0 {
+		l.idle.Broadcast()
+	}
+	l.mu.Unlock()
+	return err
+}
+
+// Holder returns the store's holder of id's lease.
+func (l *killLog) Holder(ctx context.Context, id eventlog.ID) (eventlog.Lease, bool, error) {
+	return l.leaser.Holder(ctx, id)
 }
 
 // checker holds one CheckAgent run.
@@ -389,8 +488,7 @@ func (c *checker) killTrial(n int) error {
 		return fmt.Errorf("proptest: %w", err)
 	}
 	defer store.Close()
-	kl := &killLog{IndexedLog: store}
-	kl.budget.Store(int64(n - 1)) // execution.created is written by Start, not appended
+	kl := newKillLog(store, int64(n-1)) // execution.created is written by Start, not appended
 	kk, err := c.newKernel(kl, sdk.Strict(), sdk.WithOwner(checkOwner))
 	if err != nil {
 		return fmt.Errorf("proptest: newKernel: %w", err)
@@ -401,6 +499,8 @@ func (c *checker) killTrial(n int) error {
 		return err
 	}
 	_, err = kk.Run(c.ctx, id)
+	kl.kill()  // the process dies with its dispatch: a child it ran in the background too
+	kl.drain() // and the dispatches it ran end
 	_ = kk.Close()
 	if err != nil && !errors.Is(err, errKilled) {
 		evs, _ := lineageIn(c.ctx, store, id)

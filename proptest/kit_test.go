@@ -6,6 +6,7 @@ package proptest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/driver/sqlitedb"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/examples/coder"
 	"github.com/forkline/forkline/internal/testdriver"
 	"github.com/forkline/forkline/sdk"
@@ -37,7 +39,7 @@ func kernelFor[In, Out any](h func(context.Context, In) (Out, error)) NewKernel 
 }
 
 // coderKernel is the coder agent on a test driver and the scripted model.
-func coderKernel(t *testing.T) (NewKernel, *testdriver.Driver) {
+func coderKernel(t testing.TB) (NewKernel, *testdriver.Driver) {
 	srv := httptest.NewServer(coder.Script())
 	t.Cleanup(srv.Close)
 	drv := testdriver.New()
@@ -273,4 +275,102 @@ func TestCheckAgentSqlitedbKilledInAffectsStep(t *testing.T) {
 		return strings.Join(out, ","), nil
 	})
 	CheckAgent(t, newKernel, "a", struct{}{}, WithDiffer("db", drv))
+}
+
+// childKernel is an agent "a" that calls a child agent "c" between two
+// tools, the child making a tool call of its own.
+func childKernel(log eventlog.IndexedLog, opts ...sdk.Option) (*sdk.Kernel, error) {
+	k, err := sdk.New(log, opts...)
+	if err != nil {
+		return nil, err
+	}
+	note := sdk.DefineTool("note", func(ctx context.Context, s string) (string, error) { return s, nil })
+	child, err := sdk.Register(k, "c", func(ctx context.Context, s string) (string, error) {
+		return note.Call(ctx, "child "+s)
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, err = sdk.Register(k, "a", func(ctx context.Context, _ struct{}) (string, error) {
+		before, err := note.Call(ctx, "before")
+		if err != nil {
+			return "", err
+		}
+		got, err := child.Call(ctx, "work")
+		if err != nil {
+			return "", err
+		}
+		after, err := note.Call(ctx, "after")
+		return before + "," + got + "," + after, err
+	})
+	return k, err
+}
+
+// An agent with a child passes, and a kill trial that kills the run while
+// its child runs resumes at once (issue 38 item 4): the killed kernel's
+// child ends at its next use of the log, and the resumed parent runs it
+// again in process instead of waiting ParkAfter — here an hour, which a
+// kill trial that waited would spend.
+func TestCheckAgentChild(t *testing.T) {
+	newKernel := func(log eventlog.IndexedLog, opts ...sdk.Option) (*sdk.Kernel, error) {
+		return childKernel(log, append(opts, sdk.ParkAfter(time.Hour))...)
+	}
+	CheckAgent(t, newKernel, "a", struct{}{})
+}
+
+// A killed killLog refuses reads, creates and claims, and drain returns
+// once the leases claimed through it are released.
+func TestKillLogRefusesWhenKilled(t *testing.T) {
+	ctx := context.Background()
+	store, err := pebblestore.Open("", pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	id, err := store.Create(ctx, &eventlog.ExecutionCreated{Agent: "a", Input: []byte(`{}`)}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kl := newKillLog(store, 0)
+	var leaser eventlog.Leaser
+	if !eventlog.As(kl, &leaser) || leaser != eventlog.Leaser(kl) {
+		t.Fatal("the kernel does not claim its leases through the killLog")
+	}
+	lease, err := kl.Claim(ctx, id, "x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kl.mu.Lock()
+	held := kl.held
+	kl.mu.Unlock()
+	if held != 1 {
+		t.Fatalf("the killLog counts %d leases held after one claim, want 1: drain would not wait for it", held)
+	}
+	if _, err := kl.Info(ctx, id); err != nil {
+		t.Fatalf("a live killLog refuses a read: %v", err)
+	}
+	kl.kill()
+	if _, err := kl.Info(ctx, id); !errors.Is(err, errKilled) {
+		t.Errorf("Info after the kill: %v, want errKilled", err)
+	}
+	for _, err := range kl.Events(ctx, id, 1) {
+		if !errors.Is(err, errKilled) {
+			t.Errorf("Events after the kill: %v, want errKilled", err)
+		}
+	}
+	if _, err := kl.Create(ctx, &eventlog.ExecutionCreated{Agent: "a", Input: []byte(`{}`)}, time.Time{}); !errors.Is(err, errKilled) {
+		t.Errorf("Create after the kill: %v, want errKilled", err)
+	}
+	if _, err := kl.Claim(ctx, eventlog.NewID(), "x", time.Minute); !errors.Is(err, errKilled) {
+		t.Errorf("Claim after the kill: %v, want errKilled", err)
+	}
+	done := make(chan struct{})
+	go func() { kl.drain(); close(done) }()
+	if err := kl.Release(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if _, held, err := store.Holder(ctx, id); err != nil || held {
+		t.Errorf("the lease is still held in the store (%v, %v)", held, err)
+	}
 }

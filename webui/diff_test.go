@@ -1,7 +1,9 @@
 package webui_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,6 +172,26 @@ func TestDiffBrowser(t *testing.T) {
 	if f := os.Getenv("FORKLINE_SCREENSHOT_DIFF"); f != "" {
 		if err := os.WriteFile(f, b, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// The diff page shows the changed fields of a changed result (issue 38
+// item 6), one row each.
+func TestWriteDiffFields(t *testing.T) {
+	c := &fork.Comparison{Steps: []fork.StepDiff{{StepID: "s1", Kind: eventlog.StepTool, Target: "deploy", Args: json.RawMessage(`{}`),
+		Change: fork.Changed,
+		A:      &fork.StepOutcome{Seq: 4, Status: "succeeded", Result: json.RawMessage(`{"env":"prod"}`)},
+		B:      &fork.StepOutcome{Seq: 4, Status: "succeeded", Result: json.RawMessage(`{"env":"staging"}`), Overridden: true},
+		Fields: fork.JSONDiff(json.RawMessage(`{"env":"prod"}`), json.RawMessage(`{"env":"staging"}`))}}}
+	var buf bytes.Buffer
+	if err := webui.WriteDiff(&buf, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{`<tr class="field"><td class="step">field <span class="mono">/env</span>`, `&#34;prod&#34;`, `&#34;staging&#34;`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the diff page does not hold %s", want)
 		}
 	}
 }

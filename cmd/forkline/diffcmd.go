@@ -167,6 +167,9 @@ func writeDiffTable(w io.Writer, c *fork.Comparison, res []webui.ResourceDiff) e
 			step += " " + clip(args, 30)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", step, stepText(s.Kind, s.A), stepText(s.Kind, s.B), s.Change)
+		for _, f := range s.Fields {
+			fmt.Fprintf(tw, "  field %s\t%s\t%s\t\n", fieldPath(f.Path), fieldText(f.A), fieldText(f.B))
+		}
 	}
 	if len(c.Steps) == 0 {
 		fmt.Fprintln(tw, "(no steps past the shared prefix)\t\t\t")
@@ -192,6 +195,24 @@ func writeDiffTable(w io.Writer, c *fork.Comparison, res []webui.ResourceDiff) e
 		}
 	}
 	return nil
+}
+
+// fieldPath is a changed field's JSON Pointer in the table, "(whole)" for
+// the whole value.
+func fieldPath(p string) string {
+	if p == "" {
+		return "(whole)"
+	}
+	return p
+}
+
+// fieldText is one side's value of a changed field, "-" where the side
+// does not hold it.
+func fieldText(v []byte) string {
+	if v == nil {
+		return "-"
+	}
+	return clip(string(v), 40)
 }
 
 // outcomeChange says whether the two outcomes differ.

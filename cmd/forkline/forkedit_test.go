@@ -134,3 +134,61 @@ func TestForkEditFlags(t *testing.T) {
 		t.Errorf("fork without a seq: exit %d, stderr %q; want an input error naming --latest-covered", code, stderr)
 	}
 }
+
+// TestDiffShowsChangedFields: diff of a fork with an edited result shows
+// the result's changed fields (fork.JSONDiff) in the table and in --json
+// (issue 38 item 6).
+func TestDiffShowsChangedFields(t *testing.T) {
+	f := newFixture(t)
+	a := f.ids["A"]
+	step, seq := firstSucceeded(t, f.dir, a)
+	stdout, stderr, code := runCLI(t, "--dir", f.dir, "--json", "fork", a.String(), fmt.Sprint(seq), "--result", step+`={"edited": true}`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct{ ID string }
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	table, stderr, code := runCLI(t, "--dir", f.dir, "diff", a.String(), out.ID)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	field := ""
+	for line := range strings.Lines(table) {
+		if strings.HasPrefix(line, "  field (whole)") {
+			field = line
+		}
+	}
+	if !strings.Contains(field, `{"edited":true}`) {
+		t.Errorf("the diff table shows no changed field with B's value:\n%s", table)
+	}
+	js, stderr, code := runCLI(t, "--dir", f.dir, "--json", "diff", a.String(), out.ID)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var c struct {
+		Steps []struct {
+			StepID string `json:"step_id"`
+			Fields []struct {
+				Path string
+				B    json.RawMessage
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(js), &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Steps {
+		if s.StepID != step {
+			continue
+		}
+		for _, fc := range s.Fields {
+			if strings.Join(strings.Fields(string(fc.B)), "") == `{"edited":true}` {
+				return
+			}
+		}
+		t.Fatalf("diff --json: step %s has fields %+v, none with B true", step, s.Fields)
+	}
+	t.Fatalf("diff --json holds no step %s:\n%s", step, js)
+}
