@@ -209,7 +209,9 @@ func TestBulkApprove(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cli := func(args ...string) (string, string, int) { return runCLI(t, append([]string{"--dir", dir}, args...)...) }
+	cli := func(args ...string) (string, string, int) {
+		return runCLI(t, append([]string{"--dir", dir}, args...)...)
+	}
 	parked := []string{"execution.created", "dispatch.started", "approval.requested", "dispatch.parked"}
 	check := func(want []string, by string) {
 		t.Helper()
