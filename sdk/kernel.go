@@ -423,11 +423,18 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 		return nil, err
 	}
 	if d.state.Status == replay.StatusRunning {
-		k.tel.tookOver(ctx) // the previous dispatch never ended
+		// The previous dispatch never ended: its owner crashed, was
+		// stopped, or lost its lease. When another owner held it, one
+		// line says who held it and who holds it now.
+		k.tel.tookOver(ctx)
+		if d.holder != lease.Owner {
+			k.logger.Info("forkline: takeover", "execution", id.String(), "agent", d.state.Agent,
+				"previous_owner", d.holder, "owner", lease.Owner, "epoch", lease.Epoch)
+		}
 	}
 	ctx, span := k.tel.startDispatch(ctx, d.exec, d.state.Agent)
 	res, err := d.run(ctx, h)
-	endSpan(span, err)
+	endDispatchSpan(span, err)
 	k.logEnd(d, err)
 	return res, err
 }
@@ -450,6 +457,17 @@ func (k *Kernel) logEnd(d *dispatch, err error) {
 	switch {
 	case err == nil:
 		k.logger.Info("forkline: execution completed", attrs...)
+	case errors.Is(err, ErrWaiting):
+		// A park is how a dispatch waits (a timer, an approval, a child, a
+		// message): no error, and routine enough for Debug.
+		d.mu.Lock()
+		reason, wake := d.parked, d.wakeAt
+		d.mu.Unlock()
+		attrs = append(attrs, "reason", string(reason))
+		if !wake.IsZero() {
+			attrs = append(attrs, "wake_at", wake.Format(time.RFC3339Nano))
+		}
+		k.logger.Debug("forkline: dispatch parked", attrs...)
 	case shutdown:
 		k.logger.Info("forkline: dispatch stopped by its caller; the execution can resume", append(attrs, "error", err.Error())...)
 	case errors.As(err, &ee) && ee.ID == d.id:

@@ -3,12 +3,16 @@ package sdk_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -210,5 +214,150 @@ func TestDispatchEndLogs(t *testing.T) {
 	}
 	if l := ended("stop"); !strings.Contains(l, `msg="forkline: dispatch stopped by its caller; the execution can resume"`) {
 		t.Errorf("stopped: %s", l)
+	}
+}
+
+// logLine is one record a JSON slog handler wrote.
+type logLine map[string]any
+
+// captureLogs returns a Debug-level logger and a function that returns the
+// records it received so far, decoded.
+func captureLogs(t *testing.T) (*slog.Logger, func() []logLine) {
+	t.Helper()
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	h := slog.NewJSONHandler(&lockedWriter{mu: &mu, w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug})
+	return slog.New(h), func() []logLine {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []logLine
+		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			if line == "" {
+				continue
+			}
+			var l logLine
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+// linesWith returns the records whose msg is msg.
+func linesWith(lines []logLine, msg string) []logLine {
+	var out []logLine
+	for _, l := range lines {
+		if l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestTakeoverLogsOldAndNewOwner: a dispatch of owner host-b that resumes
+// an execution whose dispatch by host-a never ended logs one Info line,
+// "forkline: takeover", naming both owners; the lineage records both
+// dispatch.started owners. A first dispatch logs no takeover.
+func TestTakeoverLogsOldAndNewOwner(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	logger, lines := captureLogs(t)
+	started := make(chan struct{}, 1)
+	register := func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) {
+			if _, err := sdk.Step(ctx, "s", func(context.Context) (int, error) { return 1, nil }); err != nil {
+				return 0, err
+			}
+			select {
+			case started <- struct{}{}:
+				<-ctx.Done() // host-a's dispatch stops here, unended
+				return 0, ctx.Err()
+			default:
+			}
+			return 2, nil
+		})
+	}
+	ka := newKernel(t, store, register, sdk.WithOwner("host-a"), sdk.WithLogger(logger))
+	kb := newKernel(t, store, register, sdk.WithOwner("host-b"), sdk.WithLogger(logger))
+	id, err := ka.Start(ctx, "a", none{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	go func() { <-started; cancel() }()
+	if _, err := ka.Run(rctx, id); err == nil {
+		t.Fatal("host-a's stopped dispatch completed")
+	}
+	started <- struct{}{} // host-b's handler completes
+	if len(linesWith(lines(), "forkline: takeover")) != 0 {
+		t.Fatalf("a first dispatch logged a takeover: %v", lines())
+	}
+	if _, err := kb.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	tk := linesWith(lines(), "forkline: takeover")
+	if len(tk) != 1 {
+		t.Fatalf("takeover lines %v, want one; log %v", tk, lines())
+	}
+	if tk[0]["level"] != "INFO" || tk[0]["previous_owner"] != "host-a" || tk[0]["owner"] != "host-b" || tk[0]["execution"] != id.String() {
+		t.Fatalf("takeover line %v, want INFO naming previous_owner host-a, owner host-b, execution %s", tk[0], id)
+	}
+	var owners []string
+	for _, ev := range events(t, kb, id) {
+		if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			owners = append(owners, ds.Owner)
+		}
+	}
+	if diff := cmp.Diff([]string{"host-a", "host-b"}, owners); diff != "" {
+		t.Fatalf("dispatch.started owners (-want +got):\n%s", diff)
+	}
+}
+
+// TestParkLogsAtDebug: a dispatch that parks (a Sleep past the park
+// threshold) logs one Debug line "forkline: dispatch parked" with the
+// reason and wake time, and no "dispatch stopped" line or error attribute;
+// the lineage ends with dispatch.parked.
+func TestParkLogsAtDebug(t *testing.T) {
+	ctx := context.Background()
+	logger, lines := captureLogs(t)
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) {
+			if err := sdk.Sleep(ctx, time.Hour); err != nil {
+				return 0, err
+			}
+			return 1, nil
+		})
+	}, sdk.WithLogger(logger))
+	id, _ := k.Start(ctx, "a", none{})
+	if _, err := k.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run: %v, want ErrWaiting", err)
+	}
+	evs := events(t, k, id)
+	if p, ok := evs[len(evs)-1].Data.(*eventlog.DispatchParked); !ok || p.Reason != eventlog.ParkTimer {
+		t.Fatalf("last event %s, want dispatch.parked{timer}", describe(evs[len(evs)-1]))
+	}
+	all := lines()
+	parked := linesWith(all, "forkline: dispatch parked")
+	if len(parked) != 1 || parked[0]["level"] != "DEBUG" || parked[0]["reason"] != "timer" || parked[0]["wake_at"] == nil {
+		t.Fatalf("park lines %v, want one DEBUG line with reason timer and wake_at; log %v", parked, all)
+	}
+	for _, l := range all {
+		if strings.Contains(fmt.Sprint(l["msg"]), "dispatch stopped") || l["error"] != nil {
+			t.Fatalf("a park logged %v", l)
+		}
 	}
 }

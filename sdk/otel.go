@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ const (
 	attrKind        = attribute.Key("kind")
 	attrOutcome     = attribute.Key("outcome")
 	attrReason      = attribute.Key("reason")
+	attrParked      = attribute.Key("forkline.parked")
 )
 
 // telemetry is a kernel's OpenTelemetry instruments. A nil tracer or meter
@@ -284,6 +286,23 @@ func (t *telemetry) tookOver(ctx context.Context) {
 	if t.meter != nil {
 		t.takeovers.Add(ctx, 1)
 	}
+}
+
+// endDispatchSpan ends a forkline.dispatch span (nil: not tracing). A
+// dispatch that parked (err wraps ErrWaiting) did not fail: its span gets
+// the attribute forkline.parked and an event "parked", and no error
+// status. Any other error marks it failed.
+func endDispatchSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if errors.Is(err, ErrWaiting) {
+		span.SetAttributes(attrParked.Bool(true))
+		span.AddEvent("parked", trace.WithAttributes(attribute.String("message", err.Error())))
+		span.End()
+		return
+	}
+	endSpan(span, err)
 }
 
 // endSpan ends span (nil: not tracing), marking it failed with err.

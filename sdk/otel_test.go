@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -454,5 +455,56 @@ func TestOtelCaptureSize(t *testing.T) {
 	}
 	if sum != onDisk || sum == 0 {
 		t.Errorf("capture.size sums to %d bytes; the store's blobs and manifests take %d", sum, onDisk)
+	}
+}
+
+// TestOtelParkIsNotAnError: a dispatch that parks (a Sleep past the park
+// threshold) ends its forkline.dispatch span without an error status,
+// with forkline.parked and a "parked" event; the lineage ends with
+// dispatch.parked. A dispatch that fails is still an error span.
+func TestOtelParkIsNotAnError(t *testing.T) {
+	ctx := context.Background()
+	r := newOtelRig()
+	k := newKernel(t, newStore(t), func(k *sdk.Kernel) {
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, fail bool) (int, error) {
+			if fail {
+				return 0, errors.New("boom")
+			}
+			return 0, sdk.Sleep(ctx, 1<<40)
+		})
+	}, r.opts...)
+	id, _ := k.Start(ctx, "a", false)
+	if _, err := k.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run: %v, want ErrWaiting", err)
+	}
+	evs := events(t, k, id)
+	if _, ok := evs[len(evs)-1].Data.(*eventlog.DispatchParked); !ok {
+		t.Fatalf("last event %s, want dispatch.parked", describe(evs[len(evs)-1]))
+	}
+	fid, _ := k.Start(ctx, "a", true)
+	if _, err := k.Run(ctx, fid); err == nil {
+		t.Fatal("the failing execution completed")
+	}
+	var parked, failed int
+	for _, s := range r.spans.Ended() {
+		if s.Name() != "forkline.dispatch" {
+			continue
+		}
+		switch attr(s, "forkline.execution.id") {
+		case id.String():
+			parked++
+			if s.Status().Code == codes.Error || attr(s, "forkline.parked") != "true" ||
+				len(s.Events()) != 1 || s.Events()[0].Name != "parked" {
+				t.Errorf("parked dispatch span: status %v, parked %q, events %v", s.Status(), attr(s, "forkline.parked"), s.Events())
+			}
+		case fid.String():
+			failed++
+			if s.Status().Code != codes.Error {
+				t.Errorf("failed dispatch span status %v, want Error", s.Status())
+			}
+		}
+	}
+	if parked != 1 || failed != 1 {
+		t.Fatalf("dispatch spans: %d parked, %d failed; want 1 each", parked, failed)
 	}
 }

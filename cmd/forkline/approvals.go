@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os/user"
 	"strings"
@@ -171,4 +172,102 @@ func resolveStep(e *env, k *sdk.Kernel, id eventlog.ID, verb, step string) (stri
 		return found[0], nil
 	}
 	return "", inputErrorf("%s: ambiguous step prefix %q: %d awaited approvals of %s match; give more digits", verb, step, len(found), id)
+}
+
+// bulkDecision is the flags of approve --all and reject --all.
+type bulkDecision struct {
+	all    bool
+	agent  string
+	prefix string
+}
+
+// flags defines b's flags on fs.
+func (b *bulkDecision) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&b.all, "all", false, "decide every awaited approval of the executions of --agent (no <id> <step>)")
+	fs.StringVar(&b.agent, "agent", "", "with --all: the agent whose executions' approvals are decided (required)")
+	fs.StringVar(&b.prefix, "step-prefix", "", "with --all: only calls whose target (the step's name, as approvals lists it) starts with this")
+}
+
+// bulkRow is one decision of approve --all or reject --all.
+type bulkRow struct {
+	Execution string `json:"execution"`
+	Step      string `json:"step"`
+	Target    string `json:"target"`
+	Decision  string `json:"decision"`
+	Error     string `json:"error,omitempty"` // why this one was not decided
+}
+
+// cmdDecideAll grants (approve) or refuses (reject) every approval awaited
+// by an execution of b.agent whose call's target starts with b.prefix, as
+// approvals lists them, one decision each as cmdDecide makes it. --agent
+// is required, so that one command never decides for every agent. An
+// approval decided meanwhile by someone else is reported and skipped; the
+// command fails when any decision failed otherwise.
+func cmdDecideAll(e *env, approve bool, pos []string, b bulkDecision, by, note string) error {
+	verb, decided := "reject", "rejected"
+	if approve {
+		verb, decided = "approve", "approved"
+	}
+	switch {
+	case len(pos) > 0:
+		return inputErrorf("%s --all takes no <id> <step>: it decides every awaited approval of --agent", verb)
+	case !b.all:
+		return inputErrorf("%s: --agent and --step-prefix go with --all", verb)
+	case b.agent == "":
+		return inputErrorf("%s --all: --agent A is required (the agent whose approvals are decided)", verb)
+	}
+	if by == "" {
+		by = osUser()
+	}
+	opts := []sdk.DecisionOption{sdk.By(by), sdk.Note(note)}
+	return withLog(e, func(s logStore) error {
+		k, err := sdk.New(s)
+		if err != nil {
+			return err
+		}
+		list, err := k.Approvals(e.ctx, sdk.Filter{Agent: b.agent})
+		if err != nil {
+			return err
+		}
+		rows := []bulkRow{}
+		failed := 0
+		for _, a := range list {
+			if !strings.HasPrefix(a.Target, b.prefix) {
+				continue
+			}
+			if approve {
+				err = k.Approve(e.ctx, a.Execution, a.StepID, opts...)
+			} else {
+				err = k.Reject(e.ctx, a.Execution, a.StepID, opts...)
+			}
+			row := bulkRow{Execution: a.Execution.String(), Step: a.StepID, Target: a.Target, Decision: decided}
+			switch {
+			case errors.Is(err, sdk.ErrNoPendingApproval):
+				row.Decision, row.Error = "skipped", err.Error()
+			case err != nil:
+				row.Decision, row.Error = "failed", err.Error()
+				failed++
+			}
+			rows = append(rows, row)
+		}
+		if e.opts.json {
+			if err := writeJSON(e.stdout, map[string]any{"decisions": rows, "by": by, "note": note}); err != nil {
+				return err
+			}
+		} else if len(rows) == 0 {
+			fmt.Fprintf(e.stdout, "no call of agent %q awaits an approval in %s\n", b.agent, e.opts.where())
+		} else {
+			for _, r := range rows {
+				if r.Error != "" {
+					fmt.Fprintf(e.stdout, "%s: step %s (%s) %s: %s\n", r.Execution, r.Step, r.Target, r.Decision, oneLine(r.Error))
+					continue
+				}
+				fmt.Fprintf(e.stdout, "%s: step %s (%s) %s by %s\n", r.Execution, r.Step, r.Target, decided, by)
+			}
+		}
+		if failed > 0 {
+			return fmt.Errorf("%s --all: %d of %d decisions failed", verb, failed, len(rows))
+		}
+		return nil
+	})
 }

@@ -193,3 +193,77 @@ func TestApprovalCommandsOnPostgres(t *testing.T) {
 	ids := parkApprovals(t, s)
 	checkApprovalCommands(t, []string{"--dir", t.TempDir(), "--db", url}, ids, func(f func(eventlog.Log)) { f(s) })
 }
+
+// TestBulkApprove: approve --all --agent A [--step-prefix P] decides every
+// approval awaited by A's executions whose call's target starts with P,
+// one approval.granted each; without --agent, or with <id> <step>, it is
+// refused with nothing written; a prefix or agent matching nothing writes
+// nothing.
+func TestBulkApprove(t *testing.T) {
+	dir := t.TempDir()
+	s, err := pebblestore.Open(logDir(dir), pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := parkApprovals(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (string, string, int) {
+		return runCLI(t, append([]string{"--dir", dir}, args...)...)
+	}
+	parked := []string{"execution.created", "dispatch.started", "approval.requested", "dispatch.parked"}
+	check := func(want []string, by string) {
+		t.Helper()
+		s, err := pebblestore.Open(logDir(dir), pebblestore.WithoutSync())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for _, id := range ids {
+			if diff := cmp.Diff(want, kinds(t, s, id)); diff != "" {
+				t.Fatalf("%s (-want +got):\n%s", id, diff)
+			}
+			if by != "" {
+				evs, _ := collectEvents(s, id)
+				if g := evs[len(evs)-1].Data.(*eventlog.ApprovalGranted); g.By != by || g.Note != "ship it" {
+					t.Fatalf("approval.granted %+v, want by %s", g, by)
+				}
+			}
+		}
+	}
+	for _, args := range [][]string{
+		{"approve", "--all"},
+		{"reject", "--all", "--step-prefix", "pay"},
+		{"approve", "--all", "--agent", "payer", ids[0].String(), "x"},
+		{"approve", "--agent", "payer"},
+	} {
+		if _, stderr, code := cli(args...); code != exitInput {
+			t.Errorf("%v: exit %d: %s; want exit 2", args, code, stderr)
+		}
+	}
+	for _, args := range [][]string{
+		{"approve", "--all", "--agent", "payer", "--step-prefix", "refund"},
+		{"reject", "--all", "--agent", "mailer"},
+	} {
+		if stdout, stderr, code := cli(args...); code != 0 || !strings.Contains(stdout, "no call of agent") {
+			t.Errorf("%v: exit %d: %s%s; want no call", args, code, stdout, stderr)
+		}
+	}
+	check(parked, "")
+	stdout, stderr, code := cli("--json", "approve", "--all", "--agent", "payer", "--step-prefix", "pa", "--by", "bob", "--note", "ship it")
+	var out struct{ Decisions []bulkRow }
+	if code != 0 || json.Unmarshal([]byte(stdout), &out) != nil || len(out.Decisions) != 2 {
+		t.Fatalf("approve --all: exit %d: %s%s; want two decisions", code, stdout, stderr)
+	}
+	for i, d := range out.Decisions {
+		if d.Execution != ids[i].String() || d.Decision != "approved" || d.Target != "pay" || d.Error != "" {
+			t.Errorf("decision %d: %+v", i, d)
+		}
+	}
+	check(append(parked, "approval.granted"), "bob")
+	if stdout, _, code := cli("reject", "--all", "--agent", "payer"); code != 0 || !strings.Contains(stdout, "no call of agent") {
+		t.Fatalf("reject --all after the approvals: exit %d: %s", code, stdout)
+	}
+	check(append(parked, "approval.granted"), "bob")
+}

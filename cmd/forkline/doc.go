@@ -85,6 +85,9 @@
 //	                            JSON in full, reason, requested at
 //	approve <id> <step> [--by NAME] [--note N]
 //	reject <id> <step> [--by NAME] [--note N]
+//	approve|reject --all --agent A [--step-prefix P]
+//	                            decide every approval awaited by agent A's
+//	                            executions whose call's target starts with P
 //	                            decide one (a unique prefix of the step id
 //	                            will do) as NAME (default: the OS user
 //	                            running forkline), with note N (a rejection's

@@ -35,10 +35,17 @@ type listing struct {
 	// Quarantined is the error that quarantined the execution
 	// (eventlog.Quarantiner): a run found its history damaged, and Serve
 	// does not run it until forkline unquarantine.
-	Quarantined string     `json:"quarantined,omitempty"`
-	Created     time.Time  `json:"created"`
-	Forks       []*listing `json:"forks,omitempty"`    // tree only
-	Children    []*listing `json:"children,omitempty"` // tree only: executions it started with Agent.Call
+	Quarantined string `json:"quarantined,omitempty"`
+	// Owner is, for a running execution, the owner of its newest
+	// dispatch.started: who holds it, or held it last. OwnerAlive says
+	// whether that owner's lease is live (false: "owner gone", its lease
+	// expired or its process ended); absent when the log cannot say (one
+	// read through forkline serve).
+	Owner      string     `json:"owner,omitempty"`
+	OwnerAlive *bool      `json:"owner_alive,omitempty"`
+	Created    time.Time  `json:"created"`
+	Forks      []*listing `json:"forks,omitempty"`    // tree only
+	Children   []*listing `json:"children,omitempty"` // tree only: executions it started with Agent.Call
 
 	info eventlog.Info
 }
@@ -158,6 +165,9 @@ func cmdLs(e *env, statuses, agent, key string) error {
 		if err := markAwaiting(e, s, all); err != nil {
 			return err
 		}
+		if err := markOwners(e, s, all); err != nil {
+			return err
+		}
 		if e.opts.json {
 			if all == nil {
 				all = []*listing{}
@@ -173,7 +183,7 @@ func cmdLs(e *env, statuses, agent, key string) error {
 			return nil
 		}
 		tw := newTable(e.stdout)
-		fmt.Fprintln(tw, "ID\tAGENT\tKEY\tEVENTS\tSTATUS\tTOKENS\tFORK OF\tCREATED")
+		fmt.Fprintln(tw, "ID\tAGENT\tKEY\tEVENTS\tSTATUS\tOWNER\tTOKENS\tFORK OF\tCREATED")
 		for _, l := range all {
 			parent := "-"
 			if l.Parent != "" {
@@ -194,7 +204,7 @@ func cmdLs(e *env, statuses, agent, key string) error {
 			if l.Tokens != nil {
 				tokens = fmt.Sprintf("%d+%d", l.Tokens.Input, l.Tokens.Output)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, status, tokens, parent, timeText(l.Created))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, status, ownerColumn(l), tokens, parent, timeText(l.Created))
 		}
 		if awaiting(all) {
 			fmt.Fprintln(tw, "(an execution awaiting its owner resumes when that owner runs it; if it never will: forkline fork ID --latest-covered, or forkline cancel ID)")
@@ -226,6 +236,58 @@ func markAwaiting(e *env, s eventlog.IndexedLog, all []*listing) error {
 		}
 	}
 	return nil
+}
+
+// markOwners sets Owner of the running executions of all to the owner of
+// their newest dispatch.started and, when s keeps leases
+// (eventlog.Leaser, found through wrappers), OwnerAlive to whether that
+// owner's lease is live. A Pebble folder's leases live in the process that
+// holds it, so a folder ls opens itself has no live lease: every owner is
+// gone, which is true, since no process runs it.
+func markOwners(e *env, s eventlog.IndexedLog, all []*listing) error {
+	var leaser eventlog.Leaser
+	hasLeases := eventlog.As(s, &leaser)
+	for _, l := range all {
+		if l.info.Status != eventlog.StatusRunning {
+			continue
+		}
+		found := false
+		for ev, err := range s.Events(e.ctx, l.info.ID, 1) {
+			if err != nil {
+				return fmt.Errorf("read %s: %w", l.info.ID, err)
+			}
+			if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+				l.Owner, found = ds.Owner, true
+			}
+		}
+		if !found || !hasLeases {
+			continue
+		}
+		lease, live, err := leaser.Holder(e.ctx, l.info.ID)
+		if err != nil {
+			return fmt.Errorf("lease of %s: %w", l.info.ID, err)
+		}
+		alive := live && lease.Owner == l.Owner
+		if live && lease.Owner != l.Owner {
+			// Claimed by another owner that has not appended its
+			// dispatch.started yet: that owner holds it.
+			l.Owner, alive = lease.Owner, true
+		}
+		l.OwnerAlive = &alive
+	}
+	return nil
+}
+
+// ownerColumn is ls's OWNER: the owner of a running execution, with
+// "owner gone" when its lease is not live; "-" when none ran it.
+func ownerColumn(l *listing) string {
+	switch {
+	case l.info.Status != eventlog.StatusRunning || l.Owner == "" && l.OwnerAlive == nil:
+		return "-"
+	case l.OwnerAlive != nil && !*l.OwnerAlive:
+		return ownerName(l.Owner) + " (owner gone)"
+	}
+	return ownerName(l.Owner)
 }
 
 // awaiting reports whether some execution of all awaits its owner.

@@ -49,6 +49,10 @@ Commands:
                             grant the approval a step awaits (a step id
                             prefix will do): the call runs; recorded as
                             decided by NAME (default: the OS user)
+  approve --all --agent A [--step-prefix P]
+                            grant every approval awaited by A's executions
+                            (only calls whose target starts with P); reject
+                            --all refuses them
   reject <id> <step> [--by NAME] [--note N]
                             refuse it: the call returns ErrDenied with the
                             note
@@ -196,6 +200,7 @@ func commands() []*command {
 	sv := serveFlags{addr: defaultAddr}
 	var lsStatus, lsAgent, lsKey, cancelReason, checkAgent string
 	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
+	var approveAll, rejectAll bulkDecision
 	var gcStatus, gcOlder string
 	var eventsKind, sendID string
 	var gcDry bool
@@ -255,18 +260,36 @@ func commands() []*command {
 		{name: "approvals", short: "the calls that await an approval",
 			flags: func(fs *flag.FlagSet) { fs.StringVar(&approvalsAgent, "agent", "", "only this agent's executions") },
 			run:   func(e *env, _ []string) error { return cmdApprovals(e, approvalsAgent) }},
-		{name: "approve", args: "<id> <step>", short: "grant the approval a step awaits", minPos: 2, maxPos: 2,
+		{name: "approve", args: "<id> <step> | --all --agent A [--step-prefix P]", short: "grant the approval a step awaits", maxPos: 2,
 			flags: func(fs *flag.FlagSet) {
+				approveAll.flags(fs)
 				fs.StringVar(&approveNote, "note", "", "the note recorded with the decision")
 				fs.StringVar(&approveBy, "by", "", "who decides (default: the OS user)")
 			},
-			run: func(e *env, pos []string) error { return cmdDecide(e, true, pos[0], pos[1], approveBy, approveNote) }},
-		{name: "reject", args: "<id> <step>", short: "refuse the approval a step awaits", minPos: 2, maxPos: 2,
+			run: func(e *env, pos []string) error {
+				if approveAll.all || approveAll.agent != "" || approveAll.prefix != "" {
+					return cmdDecideAll(e, true, pos, approveAll, approveBy, approveNote)
+				}
+				if len(pos) != 2 {
+					return inputErrorf("approve: want <id> <step>, or --all --agent A (forkline help approve)")
+				}
+				return cmdDecide(e, true, pos[0], pos[1], approveBy, approveNote)
+			}},
+		{name: "reject", args: "<id> <step> | --all --agent A [--step-prefix P]", short: "refuse the approval a step awaits", maxPos: 2,
 			flags: func(fs *flag.FlagSet) {
+				rejectAll.flags(fs)
 				fs.StringVar(&rejectNote, "note", "", "the note recorded with the decision")
 				fs.StringVar(&rejectBy, "by", "", "who decides (default: the OS user)")
 			},
-			run: func(e *env, pos []string) error { return cmdDecide(e, false, pos[0], pos[1], rejectBy, rejectNote) }},
+			run: func(e *env, pos []string) error {
+				if rejectAll.all || rejectAll.agent != "" || rejectAll.prefix != "" {
+					return cmdDecideAll(e, false, pos, rejectAll, rejectBy, rejectNote)
+				}
+				if len(pos) != 2 {
+					return inputErrorf("reject: want <id> <step>, or --all --agent A (forkline help reject)")
+				}
+				return cmdDecide(e, false, pos[0], pos[1], rejectBy, rejectNote)
+			}},
 		{name: "delete", args: "<id>", short: "delete an execution (its forks keep what they read)", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdDelete(e, pos[0]) }},
 		{name: "unquarantine", args: "<id>", short: "let Serve run again an execution quarantined for a damaged history", minPos: 1, maxPos: 1,
