@@ -386,7 +386,7 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 	a, ok := d.approvalForLocked(stepID)
 	d.mu.Unlock()
 	if !ok {
-		if !gated || d.k.gate == nil {
+		if !gated || !d.k.policed() {
 			return nil
 		}
 		if err := notStarted(ctx, c); err != nil {
@@ -396,7 +396,7 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 		switch {
 		case dec.Approval:
 			var err error
-			if a, err = d.requestApproval(stepID, c, dec.Reason, dec.RuleID); err != nil {
+			if a, err = d.requestApproval(stepID, c, dec.Reason, dec.RuleID, approvalMessage(dec)); err != nil {
 				return err
 			}
 		case dec.Allow:
@@ -450,8 +450,9 @@ func (d *dispatch) grantNoteLocked(stepID string) string {
 }
 
 // requestApproval appends approval.requested for c, asked by the policy
-// rule ruleID ("" for none): the execution is waiting.
-func (d *dispatch) requestApproval(stepID string, c call, reason, ruleID string) (replay.Approval, error) {
+// rule ruleID ("" for none) with the rule's message for the approvers:
+// the execution is waiting.
+func (d *dispatch) requestApproval(stepID string, c call, reason, ruleID, message string) (replay.Approval, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usableLocked(); err != nil {
@@ -459,6 +460,7 @@ func (d *dispatch) requestApproval(stepID string, c call, reason, ruleID string)
 	}
 	err := d.appendLocked(false, &eventlog.ApprovalRequested{
 		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args, Reason: reason, RuleID: ruleID,
+		Message: message,
 	})
 	if err != nil {
 		return replay.Approval{}, err

@@ -845,24 +845,6 @@ func notStarted(ctx context.Context, c call) error {
 	return nil
 }
 
-// decide asks the gate; a panicking gate denies. Approval wins over Allow
-// (DESIGN §12).
-func (d *dispatch) decide(ctx context.Context, c call) (dec policy.Decision) {
-	defer func() {
-		if r := recover(); r != nil {
-			dec = policy.Decision{Allow: false, Reason: fmt.Sprintf("gate panicked: %v", r)}
-		}
-	}()
-	return d.k.gate(ctx, policy.Call{
-		Agent:       d.state.Agent,
-		Kind:        string(c.kind),
-		Target:      c.target,
-		Args:        c.args,
-		InFork:      d.inFork(),
-		Idempotency: string(c.idem),
-	})
-}
-
 // inFork reports whether the execution is a fork: every call it runs live
 // runs past its fork point.
 func (d *dispatch) inFork() bool { return !d.state.Parent.IsZero() }

@@ -29,6 +29,7 @@ type Kernel struct {
 	log     eventlog.IndexedLog
 	ownsLog bool
 	gate    policy.Gate
+	bundle  *policy.Bundle   // WithBundle; nil: none
 	now     func() time.Time // clock.Now
 	clock   Clock            // WithClock; the system clock by default
 	retry   *RetryPolicy     // WithRetry; nil: no retry

@@ -1,0 +1,107 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/forkline/forkline/policy"
+)
+
+// WithBundle makes the policy bundle b decide on every call before it runs
+// live (DESIGN §17), like [WithGate] and together with it: b is asked about
+// every gated attempt with the call's kind, target, canonical args, the
+// execution's agent, whether it runs in a fork and its idempotency. A
+// denial is recorded as step.denied{Code: policy} with the rule's id
+// (RuleID; "" for the bundle's default) and reason, and the call returns a
+// *[DeniedError] carrying them (errors.Is(err, [ErrDenied])); an approve
+// decision records approval.requested with the rule's id, its reason and
+// its approval message, and waits for a decision as any approval does. A
+// replayed call never asks again: a recorded denial returns the same
+// *DeniedError, Code and RuleID included.
+//
+// With both a gate and a bundle a call must pass both (DESIGN §21½.11):
+// deny beats approve beats allow, and one approval is asked — the
+// bundle's, when both ask. The bundle is asked first; when it denies, the
+// gate is not asked.
+//
+// This kernel does not apply rate limits, approvals that expire or name
+// their approvers yet: a bundle with a rule that has then.rate_limit, or
+// then.approval with a timeout or approvers, is refused with [ErrInvalid],
+// rather than installed and silently not enforced. A nil bundle is
+// ErrInvalid too.
+func WithBundle(b *policy.Bundle) Option {
+	return func(k *Kernel) error {
+		if b == nil {
+			return fmt.Errorf("%w: nil bundle", ErrInvalid)
+		}
+		for _, r := range b.Rules() {
+			switch {
+			case r.RateLimit != nil:
+				return fmt.Errorf("%w: bundle rule %q (line %d): then.rate_limit is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
+			case r.Approval != nil && r.Approval.Timeout > 0:
+				return fmt.Errorf("%w: bundle rule %q (line %d): then.approval.timeout is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
+			case r.Approval != nil && len(r.Approval.Approvers) > 0:
+				return fmt.Errorf("%w: bundle rule %q (line %d): then.approval.approvers is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
+			}
+		}
+		k.bundle = b
+		return nil
+	}
+}
+
+// policed reports whether the kernel decides on calls: it has a gate or a
+// bundle.
+func (k *Kernel) policed() bool { return k.gate != nil || k.bundle != nil }
+
+// decide asks the bundle and the gate about c (DESIGN §21½.11): deny beats
+// approve beats allow, and when both ask for an approval the bundle's
+// decision is the one recorded. A panicking gate denies.
+func (d *dispatch) decide(ctx context.Context, c call) policy.Decision {
+	pc := policy.Call{
+		Agent:       d.state.Agent,
+		Kind:        string(c.kind),
+		Target:      c.target,
+		Args:        c.args,
+		InFork:      d.inFork(),
+		Idempotency: string(c.idem),
+	}
+	if d.k.bundle == nil {
+		return d.askGate(ctx, pc)
+	}
+	fromBundle := d.k.bundle.Decide(pc)
+	if denies(fromBundle) || d.k.gate == nil {
+		return fromBundle
+	}
+	fromGate := d.askGate(ctx, pc)
+	switch {
+	case denies(fromGate):
+		return fromGate
+	case fromBundle.Approval:
+		return fromBundle
+	case fromGate.Approval:
+		return fromGate
+	}
+	return fromBundle
+}
+
+// denies reports whether dec refuses its call: neither an allow nor an
+// approval.
+func denies(dec policy.Decision) bool { return !dec.Allow && !dec.Approval }
+
+// askGate asks the kernel's gate; a panicking gate denies.
+func (d *dispatch) askGate(ctx context.Context, pc policy.Call) (dec policy.Decision) {
+	defer func() {
+		if r := recover(); r != nil {
+			dec = policy.Decision{Allow: false, Reason: fmt.Sprintf("gate panicked: %v", r)}
+		}
+	}()
+	return d.k.gate(ctx, pc)
+}
+
+// approvalMessage is the message of dec's approval settings, "" for none.
+func approvalMessage(dec policy.Decision) string {
+	if dec.ApprovalSettings == nil {
+		return ""
+	}
+	return dec.ApprovalSettings.Message
+}
