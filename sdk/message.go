@@ -115,11 +115,8 @@ func (k *Kernel) Send(ctx context.Context, id eventlog.ID, topic string, value a
 		return fmt.Errorf("sdk: send to %s: %w (%s)", id, ErrEnded, info.Status)
 	}
 	msg := &eventlog.MessageReceived{MessageID: o.id, Topic: topic, Value: b, From: k.owner}
-	if dup, err := k.sent(ctx, inbox, id, msg); err != nil || dup {
+	if sent, err := k.send(ctx, inbox, info, msg); err != nil || !sent {
 		return err
-	}
-	if _, err := inbox.Request(ctx, id, msg, k.now()); err != nil {
-		return fmt.Errorf("sdk: send to %s: %w", id, err)
 	}
 	k.poke(id)
 	if err := k.settle(ctx, id); err != nil {
@@ -143,17 +140,67 @@ func randomID() string {
 	return hex.EncodeToString(r[:])
 }
 
+// send writes msg into the inbox of the execution info describes unless
+// its MessageID was sent there already, and reports whether it wrote it:
+// false with a nil error for the same topic and value (the same message),
+// an error wrapping eventlog.ErrConflict for another.
+//
+// A store that keeps MessageIDs (eventlog.MessageInbox) checks and records
+// the ID in the request's own atomic write, so of two racing Sends of one
+// ID one is stored; a root's messages all came through it, so a Send to a
+// root reads no lineage. A fork's lineage also holds messages its store
+// never saw sent to it — its prefix's, and those WithMessages injected, all
+// received at or before fork.created and never changing — which are
+// checked first by folding the lineage (or from its dispatch's fold when
+// it runs here). A store without the capability is checked in two steps,
+// pending then received, before its Request.
+func (k *Kernel) send(ctx context.Context, inbox eventlog.Inbox, info eventlog.Info, msg *eventlog.MessageReceived) (bool, error) {
+	id := info.ID
+	var mi eventlog.MessageInbox
+	if !eventlog.As(k.log, &mi) {
+		if dup, err := k.sent(ctx, inbox, id, msg); err != nil || dup {
+			return false, err
+		}
+		if _, err := inbox.Request(ctx, id, msg, k.now()); err != nil {
+			return false, fmt.Errorf("sdk: send to %s: %w", id, err)
+		}
+		return true, nil
+	}
+	if !info.Parent.IsZero() {
+		m, ok, err := k.received(ctx, id, msg.MessageID)
+		if err != nil {
+			return false, fmt.Errorf("sdk: send to %s: %w", id, err)
+		}
+		if ok {
+			dup, err := sameMessage(id, msg, m.Topic, m.Value, fmt.Sprintf("received at seq %d", m.ReceivedAt))
+			return !dup && err == nil, err
+		}
+	}
+	n, err := mi.SendMessage(ctx, id, msg, k.now())
+	if err != nil {
+		return false, fmt.Errorf("sdk: send to %s: %w", id, err)
+	}
+	return n != 0, nil
+}
+
+// sameMessage says whether a message of msg's MessageID, with topic and
+// value, found where, is msg again: true, or an error wrapping
+// eventlog.ErrConflict.
+func sameMessage(id eventlog.ID, msg *eventlog.MessageReceived, topic string, value []byte, where string) (bool, error) {
+	if topic == msg.Topic && bytes.Equal(value, msg.Value) {
+		return true, nil
+	}
+	return false, fmt.Errorf("sdk: send to %s: message id %q was %s with another topic or value: %w",
+		id, msg.MessageID, where, eventlog.ErrConflict)
+}
+
 // sent reports whether msg's MessageID was sent to id already, received
-// or pending: true with a nil error when with the same topic and value
-// (nothing is to be written), an error wrapping eventlog.ErrConflict when
-// not.
+// or pending, for a store that keeps no MessageIDs: true with a nil error
+// when with the same topic and value (nothing is to be written), an error
+// wrapping eventlog.ErrConflict when not.
 func (k *Kernel) sent(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID, msg *eventlog.MessageReceived) (bool, error) {
 	same := func(topic string, value []byte, where string) (bool, error) {
-		if topic == msg.Topic && bytes.Equal(value, msg.Value) {
-			return true, nil
-		}
-		return false, fmt.Errorf("sdk: send to %s: message id %q was %s with another topic or value: %w",
-			id, msg.MessageID, where, eventlog.ErrConflict)
+		return sameMessage(id, msg, topic, value, where)
 	}
 	pending, err := pendingMessage(ctx, inbox, id, msg.MessageID)
 	if err != nil {
