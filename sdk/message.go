@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -335,6 +336,42 @@ func (d *dispatch) wakeReceivedLocked() {
 	}
 }
 
+// recvWaiter is a recv step waiting live for a message of its topic.
+type recvWaiter struct{ stepID, topic string }
+
+// answerRecvLocked returns payloads, a take's events, with the
+// step.succeeded of each waiting recv step (oldest first) that one of
+// their message.received answers, in its topic's arrival order, after the
+// messages: the message's arrival and the recv's result are one synced
+// write, and the waiting Recv finds its step ended (DESIGN §18: the recv
+// consumes the oldest received message of its topic, as the fold of this
+// write says). The waiters answered leave recvWaiting. d.mu is held.
+func (d *dispatch) answerRecvLocked(payloads []eventlog.Payload) []eventlog.Payload {
+	if len(d.recvWaiting) == 0 {
+		return payloads
+	}
+	used := make([]bool, len(payloads))
+	var answers []eventlog.Payload
+	waiting := d.recvWaiting[:0:0]
+	for _, w := range d.recvWaiting {
+		answered := false
+		if _, ok := d.state.NextMessage(w.topic); !ok {
+			for i, p := range payloads {
+				if m, ok := p.(*eventlog.MessageReceived); ok && !used[i] && m.Topic == w.topic {
+					used[i], answered = true, true
+					answers = append(answers, &eventlog.StepSucceeded{StepID: w.stepID, Result: bytes.Clone(m.Value)})
+					break
+				}
+			}
+		}
+		if !answered {
+			waiting = append(waiting, w)
+		}
+	}
+	d.recvWaiting = waiting
+	return append(slices.Clip(payloads), answers...)
+}
+
 // Recv returns the oldest received, not yet consumed message of topic,
 // decoded into T (DESIGN §18, §21½.1). It is a step of StepKind recv
 // (target: topic; args: timeout; identity as DESIGN §4), recorded with the
@@ -454,6 +491,7 @@ func (d *dispatch) recv(ctx context.Context, topic string, timeout time.Duration
 			return nil, err
 		}
 		arrived := d.messageArrivedLocked()
+		d.recvWaiting = append(d.recvWaiting, recvWaiter{stepID: stepID, topic: topic})
 		d.mu.Unlock()
 		var parked bool
 		var cerr error
@@ -466,6 +504,11 @@ func (d *dispatch) recv(ctx context.Context, topic string, timeout time.Duration
 			cerr = context.Cause(ctx)
 		}
 		d.mu.Lock()
+		d.recvWaiting = slices.DeleteFunc(d.recvWaiting, func(w recvWaiter) bool { return w.stepID == stepID })
+		if r, _, _ := d.state.Lookup(stepID); r.Status == replay.StepSucceeded {
+			// A take appended the message with this step's result.
+			return bytes.Clone(r.Result), nil
+		}
 		switch {
 		case cerr != nil:
 			return nil, fmt.Errorf("sdk: recv %q: wait cancelled: %w", topic, cerr)
