@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/sdk"
 )
@@ -625,4 +626,48 @@ func TestRecvNotGated(t *testing.T) {
 	}
 	mwant(t, k, fid, []string{"created a", `message in="x"`, `fork at=2 +in="y"`, "dispatch 1",
 		"started recv in", `succeeded "x"`, "completed"})
+}
+
+// takeRecorder records the kinds of the events each Take appends.
+type takeRecorder struct {
+	*pebblestore.Store
+	mu    sync.Mutex
+	takes [][]eventlog.Kind
+}
+
+func (s *takeRecorder) Take(ctx context.Context, id eventlog.ID, head uint64, ns []uint64, evs ...eventlog.Event) (uint64, error) {
+	kinds := make([]eventlog.Kind, len(evs))
+	for i, ev := range evs {
+		kinds[i] = ev.Kind()
+	}
+	s.mu.Lock()
+	s.takes = append(s.takes, kinds)
+	s.mu.Unlock()
+	return s.Store.Take(ctx, id, head, ns, evs...)
+}
+
+// TestRecvAnsweredInTheTake: a message sent to a Recv waiting live is
+// taken into the lineage with the recv's step.succeeded in the same
+// synced write (one Take appending both), and the Recv returns it.
+func TestRecvAnsweredInTheTake(t *testing.T) {
+	ctx := context.Background()
+	store := &takeRecorder{Store: newStore(t)}
+	k := newKernel(t, store, echoAgent(1, time.Minute), sdk.ParkAfter(time.Minute))
+	id, _ := k.Start(ctx, "a", none{})
+	done := runAsync(ctx, k, id)
+	waitFor(t, func() bool { return len(events(t, k, id)) == 3 }) // the recv started
+	if err := k.Send(ctx, id, "in", "hello", sdk.MessageID("m1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mwant(t, k, id, []string{"created a", "dispatch 1", "started recv in", `message in="hello"`,
+		`succeeded "hello"`, "completed"})
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	want := [][]eventlog.Kind{{eventlog.KindMessageReceived, eventlog.KindStepSucceeded}}
+	if diff := cmp.Diff(want, store.takes); diff != "" {
+		t.Fatalf("takes (-want +got):\n%s", diff)
+	}
 }
