@@ -2,6 +2,8 @@ package eventlog
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"time"
 )
@@ -132,4 +134,35 @@ type Inbox interface {
 	// from id's inbox. A number that is not pending wraps ErrConflict and
 	// nothing is written.
 	Take(ctx context.Context, id ID, expectedHead uint64, ns []uint64, events ...Event) (uint64, error)
+}
+
+// MessageInbox is an Inbox that keeps the MessageIDs sent to each
+// execution (DESIGN §18), so that a MessageID is checked and recorded in
+// one atomic write with its request: of two concurrent sends of one
+// MessageID exactly one is stored.
+type MessageInbox interface {
+	Inbox
+
+	// SendMessage stores m in id's inbox as Request does and, in the same
+	// atomic write, records m.MessageID with m's MessageDigest, checked
+	// under the lock every append, Take and Request of id takes. When id
+	// has a record of m.MessageID already, nothing is written: SendMessage
+	// returns 0 and a nil error when the record's digest is m's (the same
+	// message, sent again), and an error wrapping ErrConflict when not.
+	// It returns the request's number otherwise. A record lives as long as
+	// its execution; it is not copied into forks. A bad m is ErrInvalid;
+	// an unknown id ErrNotFound.
+	SendMessage(ctx context.Context, id ID, m *MessageReceived, at time.Time) (uint64, error)
+}
+
+// MessageDigest is what a MessageInbox records of a message beside its
+// MessageID: a SHA-256 of its topic and value (not of its sender), so that
+// a message sent again is told from another one reusing its ID.
+func MessageDigest(m *MessageReceived) []byte {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(m.Topic)))])
+	h.Write([]byte(m.Topic))
+	h.Write(m.Value)
+	return h.Sum(nil)
 }

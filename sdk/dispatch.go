@@ -58,6 +58,10 @@ type dispatch struct {
 	// recvTopics lists the topics whose Recv calls parked waiting for one.
 	arrived    chan struct{}
 	recvTopics []string
+	// recvWaiting lists the recv steps waiting live for a message, oldest
+	// first: a take that brings one of a waiting step's topic appends the
+	// step's step.succeeded in the same synced write (message.go).
+	recvWaiting []recvWaiter
 	// poke makes watchRequests look in the inbox at once (Send in this
 	// process); nil until the handler runs.
 	poke chan struct{}
@@ -290,7 +294,7 @@ func (d *dispatch) takeRequestsLocked() error {
 	if len(ns) == 0 {
 		return nil
 	}
-	return d.writeLocked(false, ns, payloads)
+	return d.writeLocked(false, ns, d.answerRecvLocked(payloads))
 }
 
 // childEndedLocked reports whether the child.ended request p has done its

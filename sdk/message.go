@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,11 +116,8 @@ func (k *Kernel) Send(ctx context.Context, id eventlog.ID, topic string, value a
 		return fmt.Errorf("sdk: send to %s: %w (%s)", id, ErrEnded, info.Status)
 	}
 	msg := &eventlog.MessageReceived{MessageID: o.id, Topic: topic, Value: b, From: k.owner}
-	if dup, err := k.sent(ctx, inbox, id, msg); err != nil || dup {
+	if sent, err := k.send(ctx, inbox, info, msg); err != nil || !sent {
 		return err
-	}
-	if _, err := inbox.Request(ctx, id, msg, k.now()); err != nil {
-		return fmt.Errorf("sdk: send to %s: %w", id, err)
 	}
 	k.poke(id)
 	if err := k.settle(ctx, id); err != nil {
@@ -143,17 +141,67 @@ func randomID() string {
 	return hex.EncodeToString(r[:])
 }
 
+// send writes msg into the inbox of the execution info describes unless
+// its MessageID was sent there already, and reports whether it wrote it:
+// false with a nil error for the same topic and value (the same message),
+// an error wrapping eventlog.ErrConflict for another.
+//
+// A store that keeps MessageIDs (eventlog.MessageInbox) checks and records
+// the ID in the request's own atomic write, so of two racing Sends of one
+// ID one is stored; a root's messages all came through it, so a Send to a
+// root reads no lineage. A fork's lineage also holds messages its store
+// never saw sent to it — its prefix's, and those WithMessages injected, all
+// received at or before fork.created and never changing — which are
+// checked first by folding the lineage (or from its dispatch's fold when
+// it runs here). A store without the capability is checked in two steps,
+// pending then received, before its Request.
+func (k *Kernel) send(ctx context.Context, inbox eventlog.Inbox, info eventlog.Info, msg *eventlog.MessageReceived) (bool, error) {
+	id := info.ID
+	var mi eventlog.MessageInbox
+	if !eventlog.As(k.log, &mi) {
+		if dup, err := k.sent(ctx, inbox, id, msg); err != nil || dup {
+			return false, err
+		}
+		if _, err := inbox.Request(ctx, id, msg, k.now()); err != nil {
+			return false, fmt.Errorf("sdk: send to %s: %w", id, err)
+		}
+		return true, nil
+	}
+	if !info.Parent.IsZero() {
+		m, ok, err := k.received(ctx, id, msg.MessageID)
+		if err != nil {
+			return false, fmt.Errorf("sdk: send to %s: %w", id, err)
+		}
+		if ok {
+			dup, err := sameMessage(id, msg, m.Topic, m.Value, fmt.Sprintf("received at seq %d", m.ReceivedAt))
+			return !dup && err == nil, err
+		}
+	}
+	n, err := mi.SendMessage(ctx, id, msg, k.now())
+	if err != nil {
+		return false, fmt.Errorf("sdk: send to %s: %w", id, err)
+	}
+	return n != 0, nil
+}
+
+// sameMessage says whether a message of msg's MessageID, with topic and
+// value, found where, is msg again: true, or an error wrapping
+// eventlog.ErrConflict.
+func sameMessage(id eventlog.ID, msg *eventlog.MessageReceived, topic string, value []byte, where string) (bool, error) {
+	if topic == msg.Topic && bytes.Equal(value, msg.Value) {
+		return true, nil
+	}
+	return false, fmt.Errorf("sdk: send to %s: message id %q was %s with another topic or value: %w",
+		id, msg.MessageID, where, eventlog.ErrConflict)
+}
+
 // sent reports whether msg's MessageID was sent to id already, received
-// or pending: true with a nil error when with the same topic and value
-// (nothing is to be written), an error wrapping eventlog.ErrConflict when
-// not.
+// or pending, for a store that keeps no MessageIDs: true with a nil error
+// when with the same topic and value (nothing is to be written), an error
+// wrapping eventlog.ErrConflict when not.
 func (k *Kernel) sent(ctx context.Context, inbox eventlog.Inbox, id eventlog.ID, msg *eventlog.MessageReceived) (bool, error) {
 	same := func(topic string, value []byte, where string) (bool, error) {
-		if topic == msg.Topic && bytes.Equal(value, msg.Value) {
-			return true, nil
-		}
-		return false, fmt.Errorf("sdk: send to %s: message id %q was %s with another topic or value: %w",
-			id, msg.MessageID, where, eventlog.ErrConflict)
+		return sameMessage(id, msg, topic, value, where)
 	}
 	pending, err := pendingMessage(ctx, inbox, id, msg.MessageID)
 	if err != nil {
@@ -288,6 +336,42 @@ func (d *dispatch) wakeReceivedLocked() {
 	}
 }
 
+// recvWaiter is a recv step waiting live for a message of its topic.
+type recvWaiter struct{ stepID, topic string }
+
+// answerRecvLocked returns payloads, a take's events, with the
+// step.succeeded of each waiting recv step (oldest first) that one of
+// their message.received answers, in its topic's arrival order, after the
+// messages: the message's arrival and the recv's result are one synced
+// write, and the waiting Recv finds its step ended (DESIGN §18: the recv
+// consumes the oldest received message of its topic, as the fold of this
+// write says). The waiters answered leave recvWaiting. d.mu is held.
+func (d *dispatch) answerRecvLocked(payloads []eventlog.Payload) []eventlog.Payload {
+	if len(d.recvWaiting) == 0 {
+		return payloads
+	}
+	used := make([]bool, len(payloads))
+	var answers []eventlog.Payload
+	waiting := d.recvWaiting[:0:0]
+	for _, w := range d.recvWaiting {
+		answered := false
+		if _, ok := d.state.NextMessage(w.topic); !ok {
+			for i, p := range payloads {
+				if m, ok := p.(*eventlog.MessageReceived); ok && !used[i] && m.Topic == w.topic {
+					used[i], answered = true, true
+					answers = append(answers, &eventlog.StepSucceeded{StepID: w.stepID, Result: bytes.Clone(m.Value)})
+					break
+				}
+			}
+		}
+		if !answered {
+			waiting = append(waiting, w)
+		}
+	}
+	d.recvWaiting = waiting
+	return append(slices.Clip(payloads), answers...)
+}
+
 // Recv returns the oldest received, not yet consumed message of topic,
 // decoded into T (DESIGN §18, §21½.1). It is a step of StepKind recv
 // (target: topic; args: timeout; identity as DESIGN §4), recorded with the
@@ -407,6 +491,7 @@ func (d *dispatch) recv(ctx context.Context, topic string, timeout time.Duration
 			return nil, err
 		}
 		arrived := d.messageArrivedLocked()
+		d.recvWaiting = append(d.recvWaiting, recvWaiter{stepID: stepID, topic: topic})
 		d.mu.Unlock()
 		var parked bool
 		var cerr error
@@ -419,6 +504,11 @@ func (d *dispatch) recv(ctx context.Context, topic string, timeout time.Duration
 			cerr = context.Cause(ctx)
 		}
 		d.mu.Lock()
+		d.recvWaiting = slices.DeleteFunc(d.recvWaiting, func(w recvWaiter) bool { return w.stepID == stepID })
+		if r, _, _ := d.state.Lookup(stepID); r.Status == replay.StepSucceeded {
+			// A take appended the message with this step's result.
+			return bytes.Clone(r.Result), nil
+		}
 		switch {
 		case cerr != nil:
 			return nil, fmt.Errorf("sdk: recv %q: wait cancelled: %w", topic, cerr)

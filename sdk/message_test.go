@@ -3,13 +3,16 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/sdk"
 )
@@ -498,6 +501,90 @@ func TestForkMessages(t *testing.T) {
 	}
 }
 
+// TestSendForkMessageID: a fork's store keeps only the MessageIDs sent to
+// the fork itself; those of its prefix and those WithMessages injected are
+// checked against its lineage: the same message again writes nothing,
+// another value under their ID is ErrConflict.
+func TestSendForkMessageID(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	k := newKernel(t, store, echoAgent(2, time.Hour), sdk.ParkAfter(20*time.Millisecond))
+	id, _ := k.Start(ctx, "a", none{})
+	if err := k.Send(ctx, id, "in", "one", sdk.MessageID("m1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, id); !errors.Is(err, sdk.ErrWaiting) {
+		t.Fatalf("Run = %v", err)
+	}
+	fork, err := k.Fork(ctx, id, 5, sdk.WithMessages(sdk.Message{ID: "e2", Topic: "in", Value: "edited"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mid, value string
+		conflict   bool
+	}{{"m1", "one", false}, {"m1", "other", true}, {"e2", "edited", false}, {"e2", "other", true}} {
+		err := k.Send(ctx, fork, "in", c.value, sdk.MessageID(c.mid))
+		if c.conflict != errors.Is(err, eventlog.ErrConflict) || (!c.conflict && err != nil) {
+			t.Fatalf("send %s=%q to the fork: %v, want conflict %v", c.mid, c.value, err, c.conflict)
+		}
+	}
+	want := []string{"created a", `message in="one"`, "dispatch 1", "started recv in", `succeeded "one"`, `fork at=5 +in="edited"`}
+	mwant(t, k, fork, want)
+	if reqs, err := store.Requests(ctx, fork); err != nil || len(reqs) != 0 {
+		t.Fatalf("fork inbox %v %v, want empty", reqs, err)
+	}
+	// Its own MessageIDs are its store's: once sent, again is nothing.
+	if err := k.Send(ctx, fork, "in", "three", sdk.MessageID("m3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Send(ctx, fork, "in", "four", sdk.MessageID("m3")); !errors.Is(err, eventlog.ErrConflict) {
+		t.Fatalf("m3 again with another value: %v, want ErrConflict", err)
+	}
+	mwant(t, k, fork, append(want, `message in="three"`))
+}
+
+// TestSendRacingMessageID: Sends of one MessageID racing each other, half
+// with one value and half with another, append one message.received;
+// those with its value return nil, the others ErrConflict.
+func TestSendRacingMessageID(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	k := newKernel(t, store, echoAgent(1, time.Minute))
+	id, _ := k.Start(ctx, "a", none{})
+	const n = 8
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = k.Send(ctx, id, "in", fmt.Sprintf("v%d", i%2), sdk.MessageID("m"))
+		})
+	}
+	close(start)
+	wg.Wait()
+	evs := events(t, k, id)
+	var got []*eventlog.MessageReceived
+	for _, ev := range evs {
+		if m, ok := ev.Data.(*eventlog.MessageReceived); ok {
+			got = append(got, m)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d message.received appended, want 1: %v", len(got), evs)
+	}
+	for i := range n {
+		same := fmt.Sprintf("%q", fmt.Sprintf("v%d", i%2)) == string(got[0].Value)
+		if same && errs[i] != nil || !same && !errors.Is(errs[i], eventlog.ErrConflict) {
+			t.Fatalf("send %d of v%d (received %s): %v", i, i%2, got[0].Value, errs[i])
+		}
+	}
+	if reqs, err := store.Requests(ctx, id); err != nil || len(reqs) != 0 {
+		t.Fatalf("inbox %v %v, want empty", reqs, err)
+	}
+}
+
 // waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -539,4 +626,48 @@ func TestRecvNotGated(t *testing.T) {
 	}
 	mwant(t, k, fid, []string{"created a", `message in="x"`, `fork at=2 +in="y"`, "dispatch 1",
 		"started recv in", `succeeded "x"`, "completed"})
+}
+
+// takeRecorder records the kinds of the events each Take appends.
+type takeRecorder struct {
+	*pebblestore.Store
+	mu    sync.Mutex
+	takes [][]eventlog.Kind
+}
+
+func (s *takeRecorder) Take(ctx context.Context, id eventlog.ID, head uint64, ns []uint64, evs ...eventlog.Event) (uint64, error) {
+	kinds := make([]eventlog.Kind, len(evs))
+	for i, ev := range evs {
+		kinds[i] = ev.Kind()
+	}
+	s.mu.Lock()
+	s.takes = append(s.takes, kinds)
+	s.mu.Unlock()
+	return s.Store.Take(ctx, id, head, ns, evs...)
+}
+
+// TestRecvAnsweredInTheTake: a message sent to a Recv waiting live is
+// taken into the lineage with the recv's step.succeeded in the same
+// synced write (one Take appending both), and the Recv returns it.
+func TestRecvAnsweredInTheTake(t *testing.T) {
+	ctx := context.Background()
+	store := &takeRecorder{Store: newStore(t)}
+	k := newKernel(t, store, echoAgent(1, time.Minute), sdk.ParkAfter(time.Minute))
+	id, _ := k.Start(ctx, "a", none{})
+	done := runAsync(ctx, k, id)
+	waitFor(t, func() bool { return len(events(t, k, id)) == 3 }) // the recv started
+	if err := k.Send(ctx, id, "in", "hello", sdk.MessageID("m1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mwant(t, k, id, []string{"created a", "dispatch 1", "started recv in", `message in="hello"`,
+		`succeeded "hello"`, "completed"})
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	want := [][]eventlog.Kind{{eventlog.KindMessageReceived, eventlog.KindStepSucceeded}}
+	if diff := cmp.Diff(want, store.takes); diff != "" {
+		t.Fatalf("takes (-want +got):\n%s", diff)
+	}
 }

@@ -104,6 +104,8 @@ func (s *Store) Delete(ctx context.Context, id eventlog.ID) error {
 	_ = b.Delete(quarantineKey(id), nil)
 	q := executionPrefix(tagInbox, id)
 	_ = b.DeleteRange(q, prefixEnd(q), nil)
+	mq := executionPrefix(tagMessage, id)
+	_ = b.DeleteRange(mq, prefixEnd(mq), nil)
 	if err := s.dropKey(b, e); err != nil {
 		return err
 	}

@@ -69,6 +69,7 @@ func TestFormatPinned(t *testing.T) {
 			{"idempotency key", idemKey("order-7"), cat([]byte{'k'}, []byte("order-7"))},
 			{"request", requestKey(pinID, 0x0102030405060708), cat([]byte{'q'}, pinID[:], []byte{1, 2, 3, 4, 5, 6, 7, 8})},
 			{"inbox prefix", executionPrefix(tagInbox, pinID), cat([]byte{'q'}, pinID[:])},
+			{"message id", messageKey(pinID, "m-1"), cat([]byte{'n'}, pinID[:], []byte("m-1"))},
 			{"event", eventKey(pinID, 0x0102030405060708), cat([]byte{'e'}, pinID[:], []byte{1, 2, 3, 4, 5, 6, 7, 8})},
 			{"index", indexKey(pinID, "workspace", 300), cat([]byte{'i'}, pinID[:], []byte{0, 9}, []byte("workspace"), be64(300))},
 			{"index prefix", indexPrefix(pinID, "w"), cat([]byte{'i'}, pinID[:], []byte{0, 1, 'w'})},

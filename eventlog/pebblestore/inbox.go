@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +98,39 @@ func (s *Store) withInbox(ctx context.Context, id eventlog.ID, f func(*execution
 // request for an execution of any status: whether a request still makes
 // sense is the requester's question.
 func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time) (uint64, error) {
-	return s.request(ctx, id, p, at, nil)
+	return s.request(ctx, id, p, at, nil, nil)
+}
+
+var _ eventlog.MessageInbox = (*Store)(nil)
+
+// SendMessage implements eventlog.MessageInbox: Request, whose batch also
+// writes the key 'n' id[16] MessageID with the message's digest, looked
+// up under the execution's lock first; a MessageID recorded already writes
+// nothing (0 and nil for the same digest, ErrConflict for another).
+func (s *Store) SendMessage(ctx context.Context, id eventlog.ID, m *eventlog.MessageReceived, at time.Time) (uint64, error) {
+	if m == nil {
+		return 0, fmt.Errorf("%w: message to %s: none", eventlog.ErrInvalid, id)
+	}
+	return s.request(ctx, id, m, at, nil, m)
+}
+
+// sentLocked reports whether e was sent a message of m's MessageID: false
+// when not, true when with m's digest, an error wrapping ErrConflict when
+// with another. e.mu is held.
+func (s *Store) sentLocked(e *execution, m *eventlog.MessageReceived) (bool, error) {
+	v, closer, err := s.db.Get(messageKey(e.id, m.MessageID))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("pebblestore: execution %s: read message id: %w", e.id, err)
+	}
+	same := bytes.Equal(v, eventlog.MessageDigest(m))
+	closer.Close()
+	if !same {
+		return false, fmt.Errorf("%w: execution %s: message id %q was sent before with another topic or value", eventlog.ErrConflict, e.id, m.MessageID)
+	}
+	return true, nil
 }
 
 var _ eventlog.Decider = (*Store)(nil)
@@ -121,12 +154,14 @@ func (s *Store) Decide(ctx context.Context, id eventlog.ID, p eventlog.Payload, 
 			reqs = append(reqs, r)
 		}
 		return eventlog.Awaits(id, stepID, e.mu.status, reqs)
-	})
+	}, nil)
 }
 
 // request stores p in id's inbox; check, when not nil, runs first under
-// the execution's lock and an error from it writes nothing.
-func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time, check func(*execution) error) (uint64, error) {
+// the execution's lock and an error from it writes nothing. With msg (p
+// itself) the message's ID is looked up and recorded too (SendMessage):
+// one recorded already writes nothing and returns 0.
+func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time, check func(*execution) error, msg *eventlog.MessageReceived) (uint64, error) {
 	if p == nil {
 		return 0, fmt.Errorf("%w: request to %s with no payload", eventlog.ErrInvalid, id)
 	}
@@ -154,7 +189,20 @@ func (s *Store) request(ctx context.Context, id eventlog.ID, p eventlog.Payload,
 		if err != nil {
 			return fmt.Errorf("request to %s: %w", id, err)
 		}
-		if err := s.db.Set(requestKey(id, next), rec, s.write); err != nil {
+		if msg == nil {
+			err = s.db.Set(requestKey(id, next), rec, s.write)
+		} else {
+			dup, serr := s.sentLocked(e, msg)
+			if serr != nil || dup {
+				return serr
+			}
+			b := s.db.NewBatch()
+			_ = b.Set(requestKey(id, next), rec, nil)
+			_ = b.Set(messageKey(id, msg.MessageID), eventlog.MessageDigest(msg), nil)
+			err = b.Commit(s.write)
+			b.Close()
+		}
+		if err != nil {
 			e.mu.loaded = false // whether it landed is unknown: read the inbox again
 			return fmt.Errorf("pebblestore: execution %s: request: %w", id, err)
 		}

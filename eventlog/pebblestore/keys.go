@@ -21,6 +21,9 @@ import (
 //	                                     store format 2) → id[16]
 //	'q' id[16] n[8]                      inbox request n (store format 2): its time
 //	                                     and payload as an eventlog.AppendRecord
+//	'n' id[16] message-id                a MessageID sent to the execution
+//	                                     (eventlog.MessageInbox) → its
+//	                                     eventlog.MessageDigest (32 bytes)
 //	't' id[16]                           tombstone of a deleted execution (store
 //	                                     format 3): the prefix it keeps for forks
 //	'c' hash[16]                         a chunk of long event records (store
@@ -43,6 +46,7 @@ const (
 	tagState      = 's'
 	tagKey        = 'k'
 	tagInbox      = 'q'
+	tagMessage    = 'n'
 	tagTombstone  = 't'
 	tagChunk      = 'c'
 	tagQuarantine = 'z'
@@ -71,6 +75,15 @@ func requestKey(id eventlog.ID, n uint64) []byte {
 	k = append(k, tagInbox)
 	k = append(k, id[:]...)
 	return binary.BigEndian.AppendUint64(k, n)
+}
+
+// messageKey is the key of MessageID mid's record in execution id's
+// inbox.
+func messageKey(id eventlog.ID, mid string) []byte {
+	k := make([]byte, 0, 17+len(mid))
+	k = append(k, tagMessage)
+	k = append(k, id[:]...)
+	return append(k, mid...)
 }
 
 func headerKey(id eventlog.ID) []byte {

@@ -48,6 +48,9 @@ func (s *Store) Delete(ctx context.Context, id eventlog.ID) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.q.requests+` WHERE execution = $1`, id[:]); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.q.messageIDs+` WHERE execution = $1`, id[:]); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `UPDATE `+s.q.executions+` SET deleted_kept = $2, idem_key = NULL WHERE id = $1`, id[:], int64(kept)); err != nil {
 			return err
 		}

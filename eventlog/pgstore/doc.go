@@ -39,6 +39,10 @@
 //     (eventlog.Decider) checks and writes an approval decision in one
 //     transaction under the execution row's lock, so of concurrent
 //     decisions of one step exactly one is stored.
+//   - message_ids: (execution, message_id) → the message's
+//     eventlog.MessageDigest (schema version 9, eventlog.MessageInbox):
+//     SendMessage inserts it in the transaction of the message's request,
+//     so of concurrent sends of one MessageID the primary key lets one in.
 //   - limits: eventlog.Limiter's windows (schema version 5), one row per
 //     key with the times (timestamptz[]) of the calls it admitted still in
 //     the window; each Take is one INSERT … ON CONFLICT DO UPDATE

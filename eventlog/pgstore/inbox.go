@@ -1,7 +1,9 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,6 +25,46 @@ import (
 // status: whether it still makes sense is the requester's question.
 func (s *Store) Request(ctx context.Context, id eventlog.ID, p eventlog.Payload, at time.Time) (uint64, error) {
 	return s.request(ctx, id, p, at, nil)
+}
+
+var _ eventlog.MessageInbox = (*Store)(nil)
+
+// errSentBefore rolls back a SendMessage of a MessageID recorded with the
+// same digest: nothing is written and SendMessage returns 0.
+var errSentBefore = errors.New("pgstore: message sent before")
+
+// SendMessage implements eventlog.MessageInbox: Request, whose transaction
+// first inserts the MessageID's row into message_ids (ON CONFLICT DO
+// NOTHING: a concurrent insert of the same key waits for the other
+// transaction's end), and when the row exists compares its digest: the
+// same rolls back and returns 0, another is ErrConflict.
+func (s *Store) SendMessage(ctx context.Context, id eventlog.ID, m *eventlog.MessageReceived, at time.Time) (uint64, error) {
+	if m == nil {
+		return 0, fmt.Errorf("%w: message to %s: none", eventlog.ErrInvalid, id)
+	}
+	digest := eventlog.MessageDigest(m)
+	n, err := s.request(ctx, id, m, at, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO `+s.q.messageIDs+` (execution, message_id, digest) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+			id[:], m.MessageID, digest)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		var had []byte
+		if err := tx.QueryRow(ctx, `SELECT digest FROM `+s.q.messageIDs+` WHERE execution = $1 AND message_id = $2`, id[:], m.MessageID).Scan(&had); err != nil {
+			return err
+		}
+		if !bytes.Equal(had, digest) {
+			return fmt.Errorf("%w: execution %s: message id %q was sent before with another topic or value", eventlog.ErrConflict, id, m.MessageID)
+		}
+		return errSentBefore
+	})
+	if errors.Is(err, errSentBefore) {
+		return 0, nil
+	}
+	return n, err
 }
 
 var _ eventlog.Decider = (*Store)(nil)

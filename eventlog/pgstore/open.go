@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -353,6 +353,18 @@ var migrations = []func(schema string) []string{
 	func(sc string) []string {
 		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN tokens_in bigint NOT NULL DEFAULT 0,
 			ADD COLUMN tokens_out bigint NOT NULL DEFAULT 0`}
+	},
+	// Version 9: the MessageIDs sent to each execution
+	// (eventlog.MessageInbox), inserted in the transaction of the
+	// message's request; the primary key makes a MessageID's check and
+	// record one atomic step.
+	func(sc string) []string {
+		return []string{`CREATE TABLE ` + sc + `.message_ids (
+			execution  bytea NOT NULL,
+			message_id text NOT NULL,
+			digest     bytea NOT NULL,
+			PRIMARY KEY (execution, message_id)
+		)`}
 	},
 }
 

@@ -19,6 +19,7 @@ type queries struct {
 	events     string
 	states     string
 	requests   string
+	messageIDs string
 	channel    string // the NOTIFY channel (notify.go), unquoted
 }
 
@@ -26,7 +27,8 @@ func newQueries(schema string) queries {
 	sc := pgx.Identifier{schema}.Sanitize()
 	return queries{schema: sc, executions: sc + ".executions", events: sc + ".events",
 		states: sc + ".resource_states", requests: sc + ".requests",
-		channel: notifyChannel(schema)}
+		messageIDs: sc + ".message_ids",
+		channel:    notifyChannel(schema)}
 }
 
 // querier is what a read needs: the pool or a transaction.

@@ -28,6 +28,138 @@ func TestInbox(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("BesideTheOwner", func(t *testing.T) { testRequestsBesideOwner(t, open(t)) })
 	t.Run("EndedAndForked", func(t *testing.T) { testInboxEndedAndForked(t, open(t)) })
 	t.Run("Message", func(t *testing.T) { testMessageRequest(t, open(t)) })
+	t.Run("MessageIDs", func(t *testing.T) { testMessageIDs(t, open(t)) })
+	t.Run("MessageIDRace", func(t *testing.T) { testMessageIDRace(t, open(t)) })
+}
+
+func sendMessage(t *testing.T, s Store, id eventlog.ID, m *eventlog.MessageReceived) uint64 {
+	t.Helper()
+	n, err := s.SendMessage(t.Context(), id, m, inboxT0)
+	if err != nil {
+		t.Fatalf("SendMessage(%s, %q): %v", id, m.MessageID, err)
+	}
+	return n
+}
+
+// testMessageIDs: SendMessage (eventlog.MessageInbox) stores a message
+// once per MessageID: again with the same topic and value (whatever the
+// sender) writes nothing and returns 0, with another topic or value is
+// ErrConflict, pending or taken; bad input records no ID; MessageIDs are
+// per execution, and a fork's are its own.
+func testMessageIDs(t *testing.T, s Store) {
+	ctx := t.Context()
+	id := newExecution(t, s)
+	msg := func(mid, topic, value, from string) *eventlog.MessageReceived {
+		return &eventlog.MessageReceived{MessageID: mid, Topic: topic, Value: []byte(value), From: from}
+	}
+	m1 := msg("m1", "user", `"hi"`, "alice")
+	if n := sendMessage(t, s, id, m1); n != 1 {
+		t.Fatalf("first message got number %d, want 1", n)
+	}
+	conflicts := func(when string) {
+		t.Helper()
+		for _, m := range []*eventlog.MessageReceived{msg("m1", "user", `"bye"`, "alice"), msg("m1", "other", `"hi"`, "alice")} {
+			if n, err := s.SendMessage(ctx, id, m, inboxT0); !errors.Is(err, eventlog.ErrConflict) || n != 0 {
+				t.Fatalf("%s: m1 again with topic %q value %s = %d, %v; want ErrConflict", when, m.Topic, m.Value, n, err)
+			}
+		}
+		if n, err := s.SendMessage(ctx, id, msg("m1", "user", `"hi"`, "bob"), inboxT0); err != nil || n != 0 {
+			t.Fatalf("%s: m1 again with its topic and value = %d, %v; want 0, nil", when, n, err)
+		}
+	}
+	conflicts("pending")
+	rs := wantPending(t, s, id, 1)
+	if got := rs[0].Data.(*eventlog.MessageReceived); got.From != "alice" || string(got.Value) != `"hi"` {
+		t.Fatalf("pending message %+v, want the first one sent", got)
+	}
+	if _, err := s.Take(ctx, id, 1, []uint64{1}, asEvent(rs[0], 0)); err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	conflicts("taken")
+	wantPending(t, s, id)
+	if h, err := s.Head(ctx, id); err != nil || h != 2 {
+		t.Fatalf("head %d, %v; want 2 (one message.received)", h, err)
+	}
+
+	// Bad input records nothing: the ID is free afterwards.
+	if _, err := s.SendMessage(ctx, id, msg("m2", "", `"x"`, ""), inboxT0); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("a message with an empty topic: %v, want ErrInvalid", err)
+	}
+	if _, err := s.SendMessage(ctx, id, nil, inboxT0); !errors.Is(err, eventlog.ErrInvalid) {
+		t.Fatalf("no message: %v, want ErrInvalid", err)
+	}
+	if _, err := s.SendMessage(ctx, eventlog.NewID(), msg("m2", "user", `"x"`, ""), inboxT0); !errors.Is(err, eventlog.ErrNotFound) {
+		t.Fatalf("a message to an unknown execution: %v, want ErrNotFound", err)
+	}
+	if n := sendMessage(t, s, id, msg("m2", "user", `"other"`, "")); n != 2 {
+		t.Fatalf("m2 after its bad sends got number %d, want 2", n)
+	}
+
+	// Per execution, and a fork's own.
+	other := newExecution(t, s)
+	if n := sendMessage(t, s, other, msg("m1", "user", `"else"`, "")); n != 1 {
+		t.Fatalf("m1 to another execution got %d, want 1", n)
+	}
+	fork, err := s.Fork(ctx, id, 2, nil, inboxT0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sendMessage(t, s, fork, msg("m2", "user", `"fork"`, "")); n != 1 {
+		t.Fatalf("m2 to a fork got %d, want 1: a fork's inbox is its own", n)
+	}
+	wantPending(t, s, id, 2)
+	wantPending(t, s, other, 1)
+	wantPending(t, s, fork, 1)
+}
+
+// testMessageIDRace: concurrent SendMessage calls of one MessageID, half
+// with one value and half with another, store exactly one request; the
+// others return 0 and nil when they carry its value, ErrConflict when not.
+func testMessageIDRace(t *testing.T, s Store) {
+	id := newExecution(t, s)
+	const n = 16
+	got := make([]uint64, n)
+	errs := make([]error, n)
+	value := func(i int) []byte { return []byte(fmt.Sprintf(`"v%d"`, i%2)) }
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = s.SendMessage(t.Context(), id, &eventlog.MessageReceived{MessageID: "race", Topic: "t", Value: value(i)}, inboxT0)
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i := range n {
+		if errs[i] == nil && got[i] != 0 {
+			if winner >= 0 {
+				t.Fatalf("sends %d and %d both stored (numbers %d, %d)", winner, i, got[winner], got[i])
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no send stored: %v", errs)
+	}
+	rs := wantPending(t, s, id, got[winner])
+	if v := rs[0].Data.(*eventlog.MessageReceived).Value; string(v) != string(value(winner)) {
+		t.Fatalf("pending value %s, the stored send's %s", v, value(winner))
+	}
+	for i := range n {
+		switch {
+		case i == winner:
+		case i%2 == winner%2:
+			if errs[i] != nil || got[i] != 0 {
+				t.Fatalf("send %d, the stored value again: %d, %v; want 0, nil", i, got[i], errs[i])
+			}
+		default:
+			if !errors.Is(errs[i], eventlog.ErrConflict) || got[i] != 0 {
+				t.Fatalf("send %d, another value: %d, %v; want ErrConflict", i, got[i], errs[i])
+			}
+		}
+	}
 }
 
 // testMessageRequest: a message (DESIGN §18) is a request: it round trips

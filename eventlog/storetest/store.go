@@ -9,11 +9,11 @@ import (
 )
 
 // Store is what the whole kit needs of a store: the log, leases and the
-// inbox.
+// inbox, with its MessageIDs.
 type Store interface {
 	eventlog.Log
 	eventlog.Leaser
-	eventlog.Inbox
+	eventlog.MessageInbox
 }
 
 // TestStore runs every check of the kit on the stores open makes; open
