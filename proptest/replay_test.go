@@ -85,8 +85,7 @@ func TestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A run killed after its first greeting: its history ends there.
-	kl := &killLog{IndexedLog: store}
-	kl.budget.Store(5) // dispatch, bound+baseline, started, succeeded
+	kl := newKillLog(store, 5) // dispatch, bound+baseline, started, succeeded
 	kk, _ := greeter(drv, 1)(kl)
 	running, _ := kk.Start(ctx, "greeter", []string{"cy", "di"})
 	if _, err := kk.Run(ctx, running); !errors.Is(err, errKilled) {

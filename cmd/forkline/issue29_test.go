@@ -42,7 +42,7 @@ func TestLsKey(t *testing.T) {
 		t.Fatalf("ls: exit %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ID AGENT KEY EVENTS STATUS TOKENS FORK OF CREATED" {
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ID AGENT KEY EVENTS STATUS OWNER TOKENS FORK OF CREATED" {
 		t.Fatalf("ls:\n%s", stdout)
 	}
 	for _, l := range lines[1:] {

@@ -58,7 +58,7 @@ func TestTokensShown(t *testing.T) {
 		{[]string{"show", id.String(), "4"}, "tokens     12 in, 5 out (the lineage's llm calls to seq 4)"},
 		{[]string{"show", id.String(), "6"}, "tokens     24 in, 10 out (the lineage's llm calls to seq 6)"},
 		// ls reads the sums the store keeps (Info.Tokens), folding nothing.
-		{[]string{"ls"}, "completed  24+10   -"},
+		{[]string{"ls"}, "completed  -      24+10   -"},
 		{[]string{"--json", "ls"}, "\"tokens\": {\n        \"input\": 24,\n        \"output\": 10\n      }"},
 	} {
 		stdout, stderr, code := runCLI(t, append([]string{"--dir", dir}, c.args...)...)
