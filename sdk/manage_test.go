@@ -134,6 +134,97 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
+// TestForkDeadline: a fork never inherits its parent's deadline (DESIGN
+// §8½); sdk.Deadline given to Fork is the fork's own, recorded in
+// fork.created, and ends the fork when it passes; a past one is refused with
+// nothing written.
+func TestForkDeadline(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	k := newKernel(t, store, func(*sdk.Kernel) {})
+	release := make(chan struct{})
+	a, _ := sdk.Register(k, "gated", func(ctx context.Context, _ none) (none, error) {
+		if _, err := sdk.Step(ctx, "one", func(ctx context.Context) (int, error) { return 1, nil }); err != nil {
+			return none{}, err
+		}
+		_, err := sdk.Step(ctx, "two", func(ctx context.Context) (int, error) {
+			select {
+			case <-release:
+				return 2, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+		return none{}, err
+	})
+	parentDeadline := time.Now().Add(time.Hour)
+	id, err := a.Start(ctx, none{}, sdk.Deadline(parentDeadline))
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if _, err := a.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	release = make(chan struct{})
+	forkCreated := func(f eventlog.ID) *eventlog.ForkCreated {
+		t.Helper()
+		for _, ev := range events(t, k, f) {
+			if fc, ok := ev.Data.(*eventlog.ForkCreated); ok && ev.Seq > 4 {
+				return fc
+			}
+		}
+		t.Fatalf("fork %s has no fork.created", f)
+		return nil
+	}
+
+	// Without the option: no deadline, not even the parent's.
+	plain, err := k.Fork(ctx, id, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fc := forkCreated(plain); !fc.Deadline.IsZero() {
+		t.Fatalf("a fork without Deadline records %v, want none (the parent's is never inherited)", fc.Deadline)
+	}
+	if info, err := k.Info(ctx, plain); err != nil || !info.Deadline.IsZero() {
+		t.Fatalf("Info of the plain fork: deadline %v, %v; want none", info.Deadline, err)
+	}
+
+	// A past deadline is refused and writes nothing.
+	before := len(listAll(t, store))
+	if _, err := k.Fork(ctx, id, 4, sdk.Deadline(time.Now().Add(-time.Second))); !errors.Is(err, sdk.ErrInvalid) {
+		t.Fatalf("Fork with a past deadline = %v, want ErrInvalid", err)
+	}
+	if after := len(listAll(t, store)); after != before {
+		t.Fatalf("a refused fork wrote an execution: %d before, %d after", before, after)
+	}
+
+	// With its own deadline: recorded, and it ends the fork's live step.
+	own := time.Now().Add(150 * time.Millisecond)
+	f, err := k.Fork(ctx, id, 4, sdk.Deadline(own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fc := forkCreated(f); !fc.Deadline.Equal(own.UTC()) && !fc.Deadline.Equal(own) {
+		t.Fatalf("fork.created.Deadline = %v, want %v", fc.Deadline, own)
+	}
+	_, err = k.Run(ctx, f)
+	var ee *sdk.ExecutionError
+	if !errors.As(err, &ee) || ee.Code != eventlog.FailDeadline || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run of the fork = %v, want a deadline failure", err)
+	}
+	var got []string
+	for _, ev := range events(t, k, f) {
+		if ev.Seq > 4 { // the fork's own run, after the prefix
+			got = append(got, describe(ev))
+		}
+	}
+	want := []string{"fork at=4", "dispatch 2", "started local two", "cancelled", "execution_failed deadline"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the fork's own events (-want +got):\n%s", diff)
+	}
+}
+
 func TestList(t *testing.T) {
 	ctx := context.Background()
 	k := newKernel(t, newStore(t), func(*sdk.Kernel) {})
