@@ -7,6 +7,12 @@
 // received lines and the model's replies are recorded steps. The kernel
 // that starts a conversation must have the agent registered (Start checks
 // the input), though only the serving one runs it.
+//
+// RegisterHTTP asks a model served over HTTP (OpenAI's chat completions,
+// streamed) through sdk.Transport: each reply is an llm step whose stream
+// reaches the agent as it arrives and is recorded whole. The program in
+// cmd/chat serves the agent and drives a conversation from the command
+// line, one process each, on a Postgres store.
 package chat
 
 import (
@@ -71,6 +77,12 @@ func Register(k *sdk.Kernel, model Model) (*sdk.Agent[Input, Output], error) {
 		return nil, fmt.Errorf("%w: chat: nil model", sdk.ErrInvalid)
 	}
 	ask := sdk.DefineTool("model", func(ctx context.Context, p Prompt) (string, error) { return model(ctx, p) })
+	return register(k, ask.Call)
+}
+
+// register registers the chat agent with k, asking the model with ask
+// (called with the handler's context).
+func register(k *sdk.Kernel, ask Model) (*sdk.Agent[Input, Output], error) {
 	return sdk.Register(k, Agent, func(ctx context.Context, in Input) (Output, error) {
 		wait := in.Wait
 		if wait <= 0 {
@@ -89,7 +101,7 @@ func Register(k *sdk.Kernel, model Model) (*sdk.Agent[Input, Output], error) {
 				out.Ended = "bye"
 				return out, nil
 			}
-			reply, err := ask.Call(ctx, Prompt{History: out.Turns, Line: line})
+			reply, err := ask(ctx, Prompt{History: out.Turns, Line: line})
 			if err != nil {
 				return out, err
 			}
