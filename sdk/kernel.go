@@ -63,7 +63,7 @@ type Kernel struct {
 	mu struct {
 		sync.Mutex
 		agents  map[string]registered
-		running map[eventlog.ID]bool
+		running map[eventlog.ID]string // id → the owner that runs or settles it here
 	}
 }
 
@@ -306,7 +306,7 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 		logger: slog.New(slog.DiscardHandler), parkAfter: DefaultParkAfter}
 	k.mu.agents = make(map[string]registered)
 	k.wake = make(chan struct{}, 1)
-	k.mu.running = make(map[eventlog.ID]bool)
+	k.mu.running = make(map[eventlog.ID]string)
 	for _, opt := range opts {
 		if err := opt(k); err != nil {
 			return nil, err
@@ -486,31 +486,63 @@ func (k *Kernel) logEnd(d *dispatch, err error) {
 // cancelled, with a cause wrapping eventlog.ErrLeaseLost, if a renewal
 // finds the lease taken over. release ends the ownership.
 func (k *Kernel) own(ctx context.Context, id eventlog.ID) (context.Context, eventlog.Lease, func(), error) {
+	delay := time.Millisecond
+	for {
+		lctx, lease, release, holder, err := k.ownAs(ctx, id, k.owner)
+		if !errors.Is(err, ErrBusy) || !strings.HasSuffix(holder, settleMark) {
+			return lctx, lease, release, err
+		}
+		// A Send, Cancel or decision is settling the execution's
+		// inbox under a claim of its own, for the few milliseconds an
+		// append takes (or until its lease expires, if its process
+		// died): wait for it rather than report the execution running.
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, eventlog.Lease{}, nil, fmt.Errorf("sdk: execution %s: waiting for a settling claim to end: %w", id, context.Cause(ctx))
+		case <-t.C:
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// settleMark ends the owner name of the short claim settle makes (owner +
+// settleMark): a Run that finds the execution claimed by one waits for it
+// to end instead of failing with ErrBusy.
+const settleMark = "+settle"
+
+// ownAs is own with the owner name given; on ErrBusy it also returns the
+// owner that holds the execution.
+func (k *Kernel) ownAs(ctx context.Context, id eventlog.ID, owner string) (context.Context, eventlog.Lease, func(), string, error) {
 	var leaser eventlog.Leaser
 	if !eventlog.As(k.log, &leaser) {
 		k.mu.Lock()
 		defer k.mu.Unlock()
-		if k.mu.running[id] {
-			return nil, eventlog.Lease{}, nil, fmt.Errorf("%w: %s", ErrBusy, id)
+		if holder, ok := k.mu.running[id]; ok {
+			return nil, eventlog.Lease{}, nil, holder, fmt.Errorf("%w: %s", ErrBusy, id)
 		}
-		k.mu.running[id] = true
+		k.mu.running[id] = owner
 		// No store lease, no epoch; the owner is still this kernel's name,
 		// which dispatch.started records (DESIGN §15½.2).
-		return ctx, eventlog.Lease{ID: id, Owner: k.owner}, func() {
+		return ctx, eventlog.Lease{ID: id, Owner: owner}, func() {
 			k.mu.Lock()
 			delete(k.mu.running, id)
 			k.mu.Unlock()
-		}, nil
+		}, "", nil
 	}
-	lease, err := leaser.Claim(ctx, id, k.owner, k.leaseTTL)
+	lease, err := leaser.Claim(ctx, id, owner, k.leaseTTL)
+	if held := (*eventlog.HeldError)(nil); errors.As(err, &held) {
+		return nil, eventlog.Lease{}, nil, held.Lease.Owner, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
 	if errors.Is(err, eventlog.ErrLeaseHeld) {
-		return nil, eventlog.Lease{}, nil, fmt.Errorf("%w: %w", ErrBusy, err)
+		return nil, eventlog.Lease{}, nil, "", fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	if err != nil {
-		return nil, eventlog.Lease{}, nil, err
+		return nil, eventlog.Lease{}, nil, "", err
 	}
 	lctx, end := k.keep(ctx, leaser, lease)
-	return lctx, lease, func() { k.release(ctx, leaser, end()) }, nil
+	return lctx, lease, func() { k.release(ctx, leaser, end()) }, "", nil
 }
 
 // keep holds lease for one dispatch: it renews it every third of the TTL

@@ -173,7 +173,7 @@ func (k *Kernel) cancelChildren(ctx context.Context, id eventlog.ID, reason stri
 // exists to do it, ending the execution if one of them cancels it. With a
 // live owner it does nothing: the owner takes them.
 func (k *Kernel) settle(ctx context.Context, id eventlog.ID) error {
-	ctx, lease, release, err := k.own(ctx, id)
+	ctx, lease, release, _, err := k.ownAs(ctx, id, k.owner+settleMark)
 	if errors.Is(err, ErrBusy) {
 		return nil
 	}

@@ -220,7 +220,7 @@ func TestRecvWaitsForSend(t *testing.T) {
 	if err := k.Send(ctx, id, "in", "hello", sdk.MessageID("m1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
+	if err := awaitRun(t, done, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -597,6 +597,20 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
+// awaitRun returns what the Run behind done returned, failing t when it
+// has not returned within d: a Recv that misses its answer would wait out
+// its timeout (a minute) instead of failing the test.
+func awaitRun(t *testing.T, done <-chan error, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("Run has not returned %v after the Send: the Recv missed its message", d)
+		return nil
+	}
+}
+
 // TestRecvNotGated: a recv step has no body (DESIGN §21½.1): a gate that
 // denies every call is never asked about it, in a root or in a fork.
 func TestRecvNotGated(t *testing.T) {
@@ -659,7 +673,7 @@ func TestRecvAnsweredInTheTake(t *testing.T) {
 	if err := k.Send(ctx, id, "in", "hello", sdk.MessageID("m1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
+	if err := awaitRun(t, done, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	mwant(t, k, id, []string{"created a", "dispatch 1", "started recv in", `message in="hello"`,
