@@ -436,6 +436,7 @@ func (d *dispatch) run(ctx context.Context, h handler) (*Result, error) {
 		return h(hctx, d.state.Input)
 	}()
 	d.endCalls(cancelCalls)
+	d.k.carry.flush(ctx) // the deltas reach other processes before the end
 
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -53,8 +53,12 @@ type Kernel struct {
 	wake chan struct{}
 	// appends wakes Watch when a dispatch appended (watch.go).
 	appends appendSignal
-	// deltas passes streaming model responses to WatchDeltas (deltas.go).
+	// deltas passes streaming model responses to WatchDeltas (deltas.go);
+	// carry sends them to other processes through a store that carries
+	// them (eventlog.DeltaCarrier), under origin, which names this kernel.
 	deltas deltaHub
+	carry  deltaCarry
+	origin string
 	// tel is the OpenTelemetry instruments (otel.go).
 	tel telemetry
 	// pokes wakes a running dispatch's inbox watch on a Send (message.go).
@@ -312,6 +316,10 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 			return nil, err
 		}
 	}
+	var r [8]byte
+	_, _ = rand.Read(r[:]) // never fails (crypto/rand)
+	k.origin = hex.EncodeToString(r[:])
+	eventlog.As(k.log, &k.carry.to)
 	return k, nil
 }
 

@@ -109,8 +109,10 @@ func FailExecution(ctx context.Context, code eventlog.FailureCode, message strin
 }
 
 // PublishDelta passes a delta of a step of execution id to its
-// WatchDeltas watchers in this kernel, best-effort, as a streaming model
-// call's are: a remote agent's live output.
+// WatchDeltas watchers in this kernel — and, on a store that carries
+// deltas (Postgres), of other processes when it is at most 8 KB —
+// best-effort, as a streaming model call's are: a remote agent's live
+// output.
 func (k *Kernel) PublishDelta(id eventlog.ID, dl Delta) {
-	k.deltas.publish(id, dl)
+	k.publishDelta(id, dl)
 }

@@ -161,7 +161,7 @@ func (s *liveStream) deliverLocked(b []byte) error {
 		return s.failLocked(msg)
 	}
 	s.got = append(s.got, b...)
-	s.d.k.deltas.publish(s.d.id, Delta{StepID: s.stepID, Index: s.index, Data: b})
+	s.d.k.publishDelta(s.d.id, Delta{StepID: s.stepID, Index: s.index, Data: b})
 	s.index++
 	return nil
 }
@@ -255,6 +255,8 @@ func (s *liveStream) endLocked(terminal eventlog.Payload, then error) error {
 	_ = s.body.Close()
 	s.done = true
 	d := s.d
+	// Other processes' watchers get the stream's deltas before its end.
+	d.k.carry.flush(s.ctx)
 	d.mu.Lock()
 	if d.stoppedLocked() {
 		terminal = &eventlog.StepCancelled{StepID: s.stepID}

@@ -71,6 +71,12 @@ type listener struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	subs    map[chan eventlog.ID]struct{}
+	// ready is closed when the listener first listens (Deltas waits for
+	// it); dsubs are the Deltas channels, marks the SyncDeltas waiting for
+	// their mark (deltas.go).
+	ready chan struct{}
+	dsubs map[chan eventlog.StreamDelta]struct{}
+	marks map[string]chan struct{}
 }
 
 // Changes implements eventlog.Notifier. It announces requests, releases
@@ -87,13 +93,7 @@ func (s *Store) Changes(ctx context.Context) (<-chan eventlog.ID, error) {
 	if l.stopped {
 		return nil, eventlog.ErrClosed
 	}
-	if !l.started {
-		l.started = true
-		lctx, cancel := context.WithCancel(context.Background())
-		l.cancel, l.done = cancel, make(chan struct{})
-		l.subs = make(map[chan eventlog.ID]struct{})
-		go s.listenLoop(lctx, l.done)
-	}
+	s.startListeningLocked()
 	ch := make(chan eventlog.ID, changesBuffer)
 	l.subs[ch] = struct{}{}
 	go func() {
@@ -109,6 +109,21 @@ func (s *Store) Changes(ctx context.Context) (<-chan eventlog.ID, error) {
 		}
 	}()
 	return ch, nil
+}
+
+// startListeningLocked starts the listener unless it runs. l.mu is held.
+func (s *Store) startListeningLocked() {
+	l := &s.listen
+	if l.started {
+		return
+	}
+	l.started = true
+	lctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done, l.ready = cancel, make(chan struct{}), make(chan struct{})
+	l.subs = make(map[chan eventlog.ID]struct{})
+	l.dsubs = make(map[chan eventlog.StreamDelta]struct{})
+	l.marks = make(map[string]chan struct{})
+	go s.listenLoop(lctx, l.done)
 }
 
 // broadcast hands id to every Changes channel that has room.
@@ -131,6 +146,10 @@ func (s *Store) listenLoop(ctx context.Context, done chan struct{}) {
 		l.mu.Lock()
 		for ch := range l.subs {
 			delete(l.subs, ch)
+			close(ch)
+		}
+		for ch := range l.dsubs {
+			delete(l.dsubs, ch)
 			close(ch)
 		}
 		l.mu.Unlock()
@@ -163,11 +182,20 @@ func (s *Store) listenOnce(ctx context.Context, l *listener) bool {
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.q.channel}.Sanitize()); err != nil {
 		return false
 	}
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.q.deltas}.Sanitize()); err != nil {
+		return false
+	}
+	l.listening()
 	l.broadcast(eventlog.ID{}) // what committed before now was not heard
+	var asm assembly
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true
+		}
+		if n.Channel == s.q.deltas {
+			l.deliverDelta(&asm, n.Payload)
+			continue
 		}
 		id, err := eventlog.ParseID(n.Payload)
 		if err != nil {

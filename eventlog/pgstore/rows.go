@@ -21,6 +21,7 @@ type queries struct {
 	requests   string
 	messageIDs string
 	channel    string // the NOTIFY channel (notify.go), unquoted
+	deltas     string // the deltas' NOTIFY channel (deltas.go), unquoted
 }
 
 func newQueries(schema string) queries {
@@ -28,7 +29,7 @@ func newQueries(schema string) queries {
 	return queries{schema: sc, executions: sc + ".executions", events: sc + ".events",
 		states: sc + ".resource_states", requests: sc + ".requests",
 		messageIDs: sc + ".message_ids",
-		channel:    notifyChannel(schema)}
+		channel:    notifyChannel(schema), deltas: deltaChannel(schema)}
 }
 
 // querier is what a read needs: the pool or a transaction.
