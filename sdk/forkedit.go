@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/forkline/forkline/coverage"
@@ -40,10 +41,17 @@ type forkEdit struct {
 	deadline time.Time // the fork's own (Deadline); zero for none
 }
 
-// forkResult is one WithResult.
+// forkResult is one WithResult, or the WithToolArgs of one step.
 type forkResult struct {
 	stepID string
 	value  any
+	tools  []toolEdit // WithToolArgs: edits of the recorded reply, in order; nil for WithResult
+}
+
+// toolEdit is one WithToolArgs.
+type toolEdit struct {
+	tool string
+	args []fork.ToolArg
 }
 
 // WithInput gives the fork a new input: its handler gets v instead of the
@@ -95,6 +103,39 @@ func WithResult(stepID string, v any) ForkOption {
 			}
 		}
 		e.results = append(e.results, forkResult{stepID: stepID, value: v})
+		return nil
+	})
+}
+
+// WithToolArgs makes the fork replay the recorded reply of LLM call stepID
+// with the arguments of one of its tool calls changed (fork.EditToolArgs:
+// an OpenAI chat completion's tool_calls, an Anthropic message's tool_use
+// input): tool names the call by its tool's name, or by its call ID when
+// the reply calls that tool more than once, and each of args sets one
+// argument the call has. The edited body is recorded in fork.created's
+// Overrides as [WithResult] records one, with the recorded status and
+// headers, and the same rules hold for the fork point. Several
+// WithToolArgs of one step apply in order; WithToolArgs and WithResult of
+// one step, a step that is not an LLM call with a recorded reply, a reply
+// of another format, an unknown tool or argument are errors wrapping
+// [ErrInvalid], and nothing is written.
+func WithToolArgs(stepID, tool string, args ...fork.ToolArg) ForkOption {
+	return forkFunc(func(e *forkEdit) error {
+		if stepID == "" {
+			return fmt.Errorf("%w: WithToolArgs of an empty step ID", ErrInvalid)
+		}
+		edit := toolEdit{tool: tool, args: slices.Clone(args)}
+		for i, r := range e.results {
+			if r.stepID != stepID {
+				continue
+			}
+			if r.tools == nil {
+				return fmt.Errorf("%w: WithToolArgs and WithResult of step %s", ErrInvalid, stepID)
+			}
+			e.results[i].tools = append(e.results[i].tools, edit)
+			return nil
+		}
+		e.results = append(e.results, forkResult{stepID: stepID, tools: []toolEdit{edit}})
 		return nil
 	})
 }
@@ -293,6 +334,19 @@ func overrideResult(st *replay.State, r forkResult) ([]byte, error) {
 		return nil, fmt.Errorf("recorded response of LLM call %s does not decode: %v", r.stepID, err)
 	}
 	switch v := r.value.(type) {
+	case nil:
+		if r.tools == nil {
+			b, _ := json.Marshal(v)
+			resp.Body = b
+			break
+		}
+		for _, t := range r.tools {
+			body, err := fork.EditToolArgs(resp.Body, t.tool, t.args...)
+			if err != nil {
+				return nil, fmt.Errorf("LLM call %s: %v", r.stepID, err)
+			}
+			resp.Body = body
+		}
 	case []byte:
 		resp.Body = v
 	case json.RawMessage:

@@ -23,6 +23,9 @@ var now = time.Now
 type forkEdit struct {
 	input          string   // --input JSON; "" for none
 	results        []string // --result STEPID=JSON, each as given
+	resultFiles    []string // --result-file STEPID=FILE, each as given
+	toolArgs       []toolArgsEdit
+	notJSON        []string // steps of --result-file whose file is not JSON (set by options)
 	requireCovered bool     // --require-covered
 	latestCovered  bool     // --latest-covered: fork at the newest covered seq at or before <seq> (default: the head)
 	noVerify       bool     // --no-verify: skip the check of the prefix's records (sdk.VerifyPrefix)
@@ -32,6 +35,63 @@ type forkEdit struct {
 func (f *forkEdit) addResult(v string) error {
 	f.results = append(f.results, v)
 	return nil
+}
+
+// addResultFile is the --result-file flag: it may be given many times.
+func (f *forkEdit) addResultFile(v string) error {
+	f.resultFiles = append(f.resultFiles, v)
+	return nil
+}
+
+// toolArgsEdit is one --edit-tool-args STEPID TOOL key=value…: the
+// arguments of one tool call in the recorded reply of LLM call step.
+type toolArgsEdit struct {
+	step, tool string
+	args       []string
+}
+
+// editToolArgsFlag is the flag that takes several words.
+const editToolArgsFlag = "edit-tool-args"
+
+// takeToolArgs removes each --edit-tool-args STEPID TOOL key=value… from
+// args (before any "--") into f, and returns the rest for the flag parser:
+// the flag takes its STEPID and TOOL, then every following word that holds
+// an "=" and does not start with "-".
+func (f *forkEdit) takeToolArgs(args []string) ([]string, error) {
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(rest, args[i:]...), nil
+		}
+		name := strings.TrimLeft(a, "-")
+		if !strings.HasPrefix(a, "-") || name != editToolArgsFlag && !strings.HasPrefix(name, editToolArgsFlag+"=") {
+			rest = append(rest, a)
+			continue
+		}
+		var words []string
+		if v, ok := strings.CutPrefix(name, editToolArgsFlag+"="); ok {
+			words = append(words, v)
+		}
+		for len(words) < 2 && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			i++
+			words = append(words, args[i])
+		}
+		if len(words) < 2 {
+			return nil, inputErrorf("fork: --%s: want STEPID TOOL key=value…", editToolArgsFlag)
+		}
+		e := toolArgsEdit{step: words[0], tool: words[1]}
+		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && strings.Contains(args[i+1], "=") {
+			i++
+			e.args = append(e.args, args[i])
+		}
+		if len(e.args) == 0 {
+			return nil, inputErrorf("fork: --%s %s %s: want at least one key=value (a string) or key:=JSON after the tool",
+				editToolArgsFlag, clip(e.step, 64), clip(e.tool, 64))
+		}
+		f.toolArgs = append(f.toolArgs, e)
+	}
+	return rest, nil
 }
 
 // options turns the flags into sdk fork options, refusing JSON that does
@@ -53,6 +113,37 @@ func (f *forkEdit) options() ([]sdk.ForkOption, error) {
 			return nil, inputErrorf("fork: --result %s: %q is not JSON", clip(step, 64), clip(value, 64))
 		}
 		opts = append(opts, sdk.WithResult(step, json.RawMessage(value)))
+	}
+	for _, r := range f.resultFiles {
+		step, file, ok := strings.Cut(r, "=")
+		if !ok || step == "" || file == "" {
+			return nil, inputErrorf("fork: --result-file %q: want STEPID=FILE", clip(r, 64))
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, inputErrorf("fork: --result-file %s: %v", clip(step, 64), err)
+		}
+		// The file's bytes are the result as is: an LLM call's response
+		// body (JSON or not), or a step's JSON result. A file that is not
+		// JSON can only be a response body: cmdFork checks the step is an
+		// LLM call once the lineage is read (notJSON).
+		if json.Valid(b) {
+			opts = append(opts, sdk.WithResult(step, json.RawMessage(b)))
+		} else {
+			opts = append(opts, sdk.WithResult(step, b))
+			f.notJSON = append(f.notJSON, step)
+		}
+	}
+	for _, t := range f.toolArgs {
+		var args []fork.ToolArg
+		for _, kv := range t.args {
+			a, err := fork.ParseToolArg(kv)
+			if err != nil {
+				return nil, &inputError{fmt.Errorf("fork: --%s %s %s: %w", editToolArgsFlag, clip(t.step, 64), clip(t.tool, 64), err)}
+			}
+			args = append(args, a)
+		}
+		opts = append(opts, sdk.WithToolArgs(t.step, t.tool, args...))
 	}
 	if f.requireCovered {
 		opts = append(opts, sdk.RequireCovered())
@@ -94,6 +185,31 @@ func decodeStrict[T any](agent string, input []byte) error {
 	return nil
 }
 
+// checkBodies refuses a --result-file that is not JSON for a step of id's
+// lineage that is not an LLM call: only a response body may be any bytes.
+// A step the lineage never ran is left to the kernel, which says so.
+func checkBodies(e *env, s logStore, id eventlog.ID, steps []string) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	kinds := map[string]eventlog.StepKind{}
+	for ev, err := range s.Events(e.ctx, id, 1) {
+		if err != nil {
+			return err
+		}
+		if p, ok := ev.Data.(*eventlog.StepStarted); ok {
+			kinds[p.StepID] = p.StepKind
+		}
+	}
+	for _, step := range steps {
+		if k, ok := kinds[step]; ok && k != eventlog.StepLLM {
+			return inputErrorf("fork: --result-file %s: the file is not JSON, and step %s is a %s step, whose result is JSON (only an LLM call's response body may be any bytes)",
+				clip(step, 64), clip(step, 64), k)
+		}
+	}
+	return nil
+}
+
 // cmdClock is the kernel clock of the commands that write: now.
 type cmdClock struct{}
 
@@ -108,6 +224,9 @@ func cmdFork(e *env, idArg, seqArg string, edit forkEdit) error {
 	return withLog(e, func(s logStore) error {
 		info, err := resolve(e, s, idArg)
 		if err != nil {
+			return err
+		}
+		if err := checkBodies(e, s, info.ID, edit.notJSON); err != nil {
 			return err
 		}
 		if edit.input != "" {

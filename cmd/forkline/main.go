@@ -77,12 +77,17 @@ Commands:
   coverage <id> [seq]       each event's coverage, or what a fork at seq restores
   show <id> <seq>           one event, its payload decoded
   fork <id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered]
+       [--result-file STEPID=FILE]… [--edit-tool-args STEPID TOOL key=value…]…
                             create a fork at an event and print its plan;
                             --input gives it a new input (for the coder
                             agent, JSON its input type takes), --result replays
                             JSON as a step's result (fork at that step's
-                            terminal event), --require-covered refuses an
-                            uncovered point
+                            terminal event), --result-file a file's bytes (an
+                            LLM call: the response body as is),
+                            --edit-tool-args the recorded reply of an LLM call
+                            with arguments of one tool call changed
+                            (key=string, key:=JSON), --require-covered refuses
+                            an uncovered point
   run <id>                  run an execution of the demo's coder agent (a fork)
   timeline <id> --html FILE write the lineage as a self-contained HTML page
   diff <a> <b> [--html F]   compare two executions: the shared prefix, the
@@ -192,6 +197,10 @@ type command struct {
 	// npos is the allowed number of positional arguments.
 	minPos, maxPos int
 	run            func(e *env, pos []string) error
+	// take removes from the arguments, before the flags are parsed, the
+	// flags that take several words (fork's --edit-tool-args); nil for
+	// none.
+	take func(args []string) ([]string, error)
 }
 
 func commands() []*command {
@@ -234,11 +243,14 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdCoverage(e, pos) }},
 		{name: "show", args: "<id> <seq>", short: "one event, its payload decoded", minPos: 2, maxPos: 2,
 			run: func(e *env, pos []string) error { return cmdShow(e, pos[0], pos[1]) }},
-		{name: "fork", args: "<id> <seq> [--input JSON] [--result STEPID=JSON]… [--require-covered] [--no-verify] | <id> [<seq>] --latest-covered",
-			short: "create a fork at an event (it does not run it)", minPos: 1, maxPos: 2,
+		{name: "fork", args: "<id> <seq> [--input JSON] [--result STEPID=JSON]… [--result-file STEPID=FILE]… [--edit-tool-args STEPID TOOL key=value…]… [--require-covered] [--no-verify] | <id> [<seq>] --latest-covered",
+			short: "create a fork at an event (it does not run it)", minPos: 1, maxPos: 2, take: edit.takeToolArgs,
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&edit.input, "input", "", "the fork's new input (JSON)")
 				fs.Func("result", "replay JSON as step STEPID's result (an LLM call: the response body); repeatable", edit.addResult)
+				fs.Func("result-file", "replay FILE's bytes as step STEPID's result (an LLM call: the response body as is; another step: JSON); repeatable", edit.addResultFile)
+				fs.Func(editToolArgsFlag, "STEPID TOOL key=value… (key:=JSON for a JSON value): replay LLM call STEPID's reply with those arguments of its call of TOOL (or of the call with that ID) changed; OpenAI chat completions and Anthropic messages; repeatable",
+					func(string) error { return inputErrorf("fork: --%s: want STEPID TOOL key=value…", editToolArgsFlag) })
 				fs.BoolVar(&edit.requireCovered, "require-covered", false, "refuse an uncovered fork point; write nothing")
 				fs.BoolVar(&edit.noVerify, "no-verify", false,
 					"do not check the records of the prefix first (a check whose cost grows with <seq>; without it a damaged prefix is found when the fork runs)")
@@ -402,6 +414,12 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	opts.commonFlags(fs)
 	if c.flags != nil {
 		c.flags(fs)
+	}
+	if c.take != nil {
+		var err error
+		if rest, err = c.take(rest); err != nil {
+			return fail(stderr, err)
+		}
 	}
 	pos, err := parseInterleaved(fs, rest)
 	if err != nil {
