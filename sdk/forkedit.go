@@ -319,6 +319,9 @@ func overrideResult(st *replay.State, r forkResult) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("override of step %s, which the lineage never ran", r.stepID)
 	}
+	if rec.Kind != eventlog.StepLLM && r.tools != nil {
+		return nil, fmt.Errorf("WithToolArgs of step %s, which is not an LLM call (it is a %s step): edit its result with WithResult", r.stepID, rec.Kind)
+	}
 	if rec.Kind != eventlog.StepLLM {
 		b, err := encodeValue(r.value)
 		if err != nil {
