@@ -638,9 +638,21 @@ func (k *Kernel) load(ctx context.Context, id eventlog.ID) (*dispatch, error) {
 }
 
 // Coverage says whether a fork at event at of execution id would restore
-// every resource exactly, and what it would restore each from.
+// every resource exactly, and what it would restore each from; its
+// InFlight lists the at_most_once calls in flight at at, which a fork
+// there sees as indeterminate (DESIGN §4: its handler gets
+// ErrIndeterminate and the call is not run again), whatever the coverage.
+// The selections come from the store's index; InFlight folds the lineage's
+// events up to at (coverage.InFlightAt), so its cost grows with at.
 func (k *Kernel) Coverage(ctx context.Context, id eventlog.ID, at uint64) (coverage.Point, error) {
-	return coverage.At(ctx, k.log, id, at)
+	p, err := coverage.At(ctx, k.log, id, at)
+	if err != nil {
+		return p, err
+	}
+	if p.InFlight, err = coverage.InFlightAt(k.log.Events(ctx, id, 1), at); err != nil {
+		return coverage.Point{}, fmt.Errorf("sdk: coverage of %s at seq %d: %w", id, at, err)
+	}
+	return p, nil
 }
 
 // Events yields the events of id's lineage. The error is yielded at most

@@ -318,6 +318,17 @@ type coverageJSON struct {
 	Seq       uint64          `json:"seq"`
 	Covered   bool            `json:"covered"`
 	Resources []selectionJSON `json:"resources"`
+	// InFlight lists the at_most_once calls in flight at Seq, which a
+	// fork there sees as indeterminate; omitted when there are none.
+	InFlight []inFlightJSON `json:"in_flight,omitempty"`
+}
+
+// inFlightJSON is a coverage.InFlight in the API.
+type inFlightJSON struct {
+	StepID    string `json:"step_id"`
+	Kind      string `json:"kind"`
+	Target    string `json:"target"`
+	StartedAt uint64 `json:"started_at"`
 }
 
 // selectionJSON is a coverage.Selection in the API.
@@ -346,6 +357,9 @@ func (s *server) apiCoverage(w http.ResponseWriter, r *http.Request) {
 	out := coverageJSON{Seq: p.Seq, Covered: p.Covered, Resources: []selectionJSON{}}
 	for _, sel := range p.Resources {
 		out.Resources = append(out.Resources, selectionJSON(sel))
+	}
+	for _, f := range p.InFlight {
+		out.InFlight = append(out.InFlight, inFlightJSON{StepID: f.StepID, Kind: string(f.Kind), Target: f.Target, StartedAt: f.StartedAt})
 	}
 	writeAPI(w, out)
 }

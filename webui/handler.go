@@ -16,6 +16,7 @@ import (
 	"github.com/forkline/forkline/coverage"
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/fork"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -101,6 +102,9 @@ type listPage struct {
 	Parent     string
 	Statuses   []string
 	Executions []eventlog.Info
+	// Owners is, by execution ID, who holds each running execution
+	// (ownerOf): its owner, and "owner gone" when its lease is not live.
+	Owners map[eventlog.ID]string
 }
 
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
@@ -132,7 +136,53 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page.Executions = infos
+	page.Owners = map[eventlog.ID]string{}
+	for _, info := range infos {
+		if page.Owners[info.ID], err = s.ownerOf(r.Context(), info); err != nil {
+			fail(w, err)
+			return
+		}
+	}
 	render(w, "list", page)
+}
+
+// ownerOf says who holds a running execution, as forkline ls's OWNER
+// column does: the owner of its newest dispatch.started, or the store's
+// live lease holder if another owner claimed it since, with " (owner
+// gone)" when no live lease holds it; "-" for an execution that is not
+// running or that no dispatch ran. Without a store that keeps leases
+// (eventlog.Leaser), the recorded owner alone.
+func (s *server) ownerOf(ctx context.Context, info eventlog.Info) (string, error) {
+	if info.Status != eventlog.StatusRunning {
+		return "-", nil
+	}
+	owner := ""
+	for ev, err := range s.k.Log().Events(ctx, info.ID, 1) {
+		if err != nil {
+			return "", err
+		}
+		if ds, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			owner = ds.Owner
+		}
+	}
+	var leaser eventlog.Leaser
+	if !eventlog.As(s.k.Log(), &leaser) {
+		if owner == "" {
+			return "-", nil
+		}
+		return owner, nil
+	}
+	lease, live, err := leaser.Holder(ctx, info.ID)
+	if err != nil {
+		return "", fmt.Errorf("webui: lease of %s: %w", info.ID, err)
+	}
+	switch {
+	case live:
+		return lease.Owner, nil
+	case owner == "":
+		return "-", nil
+	}
+	return owner + " (owner gone)", nil
 }
 
 // executionPage is the data of one execution's page.
@@ -265,6 +315,13 @@ type eventMessage struct {
 	Summary  string `json:"summary"`
 	Covered  bool   `json:"covered"`
 	Restores string `json:"restores"`
+	// InFlight describes the at_most_once calls in flight at the event
+	// (InFlightText), which a fork there sees as indeterminate; "" for
+	// none.
+	InFlight string `json:"in_flight,omitempty"`
+	// Status is the execution's status when the event was sent: the page
+	// updates its badge with it.
+	Status string `json:"status"`
 }
 
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
@@ -280,7 +337,11 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		// Coverage at seq may depend on events after it (a capture
 		// committed with a step's outcome covers it): ask the index.
 		if p, err := s.k.Coverage(ctx, info.ID, ev.Seq); err == nil {
-			msg.Covered, msg.Restores = p.Covered, RestoresText(p)
+			msg.Covered, msg.Restores, msg.InFlight = p.Covered, RestoresText(p), InFlightText(p)
+		}
+		msg.Status = info.Status.String()
+		if now, err := s.k.Log().Info(ctx, info.ID); err == nil {
+			msg.Status = now.Status.String()
 		}
 		return msg
 	})
@@ -348,6 +409,13 @@ type forkPage struct {
 	At    uint64
 	Event string
 	Point coverage.Point
+	// Step is the step whose terminal event is At, which the form may
+	// edit (DESIGN §12: an edit's fork point is the step's terminal
+	// event); "" when At ends no step. LLM says it is an LLM call, whose
+	// tool-call arguments the form may edit too.
+	Step     string
+	StepName string
+	LLM      bool
 }
 
 // forkPoint resolves the at= of a fork request, answering errors itself.
@@ -386,6 +454,10 @@ func (s *server) forkPreview(w http.ResponseWriter, r *http.Request) {
 		steps.Add(ev)
 		if ev.Seq == at {
 			page.Event = ev.Kind().String() + " · " + steps.Summary(ev)
+			if step := endedStep(ev); step != "" {
+				page.Step, page.StepName = step, steps.Name(step)
+				page.LLM = steps[step] != nil && steps[step].StepKind == eventlog.StepLLM
+			}
 			break
 		}
 	}
@@ -397,7 +469,12 @@ func (s *server) fork(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fid, err := s.k.Fork(r.Context(), info.ID, at)
+	opts, err := forkEdits(r)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	fid, err := s.k.Fork(r.Context(), info.ID, at, opts...)
 	if err != nil {
 		fail(w, err)
 		return
@@ -405,6 +482,63 @@ func (s *server) fork(w http.ResponseWriter, r *http.Request) {
 	// Relative, so that the page works mounted under any prefix.
 	w.Header().Set("Location", "../"+fid.String())
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+// endedStep is the step whose terminal event ev is: a step.succeeded, or
+// a step.failed that is not retried; "" otherwise.
+func endedStep(ev eventlog.Event) string {
+	switch p := ev.Data.(type) {
+	case *eventlog.StepSucceeded:
+		return p.StepID
+	case *eventlog.StepFailed:
+		if p.RetryAt.IsZero() {
+			return p.StepID
+		}
+	}
+	return ""
+}
+
+// forkEdits reads the fork form's edits (DESIGN §12), as forkline fork's
+// flags give them: step and result (the step's new result: an LLM call's
+// response body as is, another step's JSON), or step, tool and tool_args
+// (one key=value or key:=JSON a line: sdk.WithToolArgs). Both, or a
+// result or tool edit without a step, is an error.
+func forkEdits(r *http.Request) ([]sdk.ForkOption, error) {
+	step := r.FormValue("step")
+	result := r.FormValue("result")
+	tool := strings.TrimSpace(r.FormValue("tool"))
+	toolArgs := strings.TrimSpace(r.FormValue("tool_args"))
+	if result == "" && tool == "" && toolArgs == "" {
+		return nil, nil
+	}
+	if step == "" {
+		return nil, errors.New("an edited result or tool call needs its step (fork at a step's terminal event)")
+	}
+	if result != "" && (tool != "" || toolArgs != "") {
+		return nil, errors.New("give either a new result or tool-call arguments, not both")
+	}
+	if result != "" {
+		if json.Valid([]byte(result)) {
+			return []sdk.ForkOption{sdk.WithResult(step, json.RawMessage(result))}, nil
+		}
+		return []sdk.ForkOption{sdk.WithResult(step, []byte(result))}, nil
+	}
+	if tool == "" {
+		return nil, errors.New("tool-call arguments need the tool (its name, or the call's ID)")
+	}
+	var args []fork.ToolArg
+	for line := range strings.Lines(toolArgs) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		a, err := fork.ParseToolArg(line)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, a)
+	}
+	return []sdk.ForkOption{sdk.WithToolArgs(step, tool, args...)}, nil
 }
 
 // render executes the named template of page.html.tmpl into w.

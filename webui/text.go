@@ -27,6 +27,20 @@ func RestoresText(p coverage.Point) string {
 	return strings.Join(parts, " ")
 }
 
+// InFlightText says, for each at_most_once call in flight at p, that a
+// fork there sees it as indeterminate: "at_most_once tool "pay" in flight
+// (started at seq 7): a fork here sees it as indeterminate"; "" for none.
+func InFlightText(p coverage.Point) string {
+	parts := make([]string, 0, len(p.InFlight))
+	for _, f := range p.InFlight {
+		parts = append(parts, fmt.Sprintf("at_most_once %s %q in flight (started at seq %d)", f.Kind, f.Target, f.StartedAt))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + ": a fork here sees it as indeterminate (sdk.ErrIndeterminate) and does not run it again"
+}
+
 // CoveredText is "covered" or "uncovered".
 func CoveredText(covered bool) string {
 	if covered {
