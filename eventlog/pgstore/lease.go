@@ -153,7 +153,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 }
 
 // ClaimRunnableVersion implements eventlog.VersionedClaimer: it is
-// ClaimRunnable whose query also requires the row's version to be '' or
+// ClaimRunnable whose query also requires the row's version to be ” or
 // worker, so a row of another version is neither locked nor claimed.
 func (s *Store) ClaimRunnableVersion(ctx context.Context, owner string, ttl time.Duration, agents []string, worker string, n int, now time.Time) ([]eventlog.Lease, error) {
 	return s.claimRunnable(ctx, owner, ttl, agents, &worker, n, now)
