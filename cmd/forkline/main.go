@@ -198,7 +198,7 @@ func commands() []*command {
 	var demoTask string
 	var htmlFile, diffHTML string
 	sv := serveFlags{addr: defaultAddr}
-	var lsStatus, lsAgent, lsKey, cancelReason, checkAgent string
+	var lsStatus, lsAgent, lsKey, lsVersion, cancelReason, checkAgent string
 	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
 	var approveAll, rejectAll bulkDecision
 	var gcStatus, gcOlder string
@@ -217,8 +217,9 @@ func commands() []*command {
 				fs.StringVar(&lsStatus, "status", "", "only these statuses, separated by commas")
 				fs.StringVar(&lsAgent, "agent", "", "only this agent's executions")
 				fs.StringVar(&lsKey, "key", "", "only the execution started with this key")
+				fs.StringVar(&lsVersion, "version", "", "only the executions of this code version (sdk.WithVersion)")
 			},
-			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey) }},
+			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey, lsVersion) }},
 		{name: "tree", short: "the fork lineage of every execution", run: func(e *env, _ []string) error { return cmdTree(e) }},
 		{name: "events", args: "<id> [--kind K]", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
 			flags: func(fs *flag.FlagSet) {
@@ -240,6 +241,7 @@ func commands() []*command {
 				fs.StringVar(&edit.input, "input", "", "the fork's new input (JSON)")
 				fs.Func("result", "replay JSON as step STEPID's result (an LLM call: the response body); repeatable", edit.addResult)
 				fs.BoolVar(&edit.requireCovered, "require-covered", false, "refuse an uncovered fork point; write nothing")
+				fs.Func("version", "move the fork onto this code version (sdk.OnVersion; \"\": unversioned); default: the parent's", edit.setVersion)
 				fs.BoolVar(&edit.noVerify, "no-verify", false,
 					"do not check the records of the prefix first (a check whose cost grows with <seq>; without it a damaged prefix is found when the fork runs)")
 				fs.BoolVar(&edit.latestCovered, "latest-covered", false,
