@@ -39,6 +39,10 @@ func TestLimiter(t *testing.T) {
 	storetest.TestLimiter(t, func(t *testing.T) eventlog.Log { return openMem(t) })
 }
 
+func TestScheduler(t *testing.T) {
+	storetest.TestScheduler(t, func(t *testing.T) eventlog.Log { return openMem(t) })
+}
+
 func TestQuarantiner(t *testing.T) {
 	storetest.TestQuarantiner(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }

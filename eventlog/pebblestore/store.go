@@ -103,6 +103,9 @@ type Store struct {
 	}
 	// limits orders every TakeLimit (limiter.go).
 	limits sync.Mutex
+	// schedules orders every write of a schedule record (schedule.go), so
+	// AdvanceSchedule's compare and set are one step.
+	schedules sync.Mutex
 }
 
 var (

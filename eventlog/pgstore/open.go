@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -375,6 +375,9 @@ var migrations = []func(schema string) []string{
 	func(sc string) []string {
 		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN version text NOT NULL DEFAULT ''`}
 	},
+	// Version 11: schedules (DESIGN §19, §21½.14, schedule.go): a table
+	// of their own, each with its last tick started.
+	migrateSchedules,
 }
 
 // migrateLimiter adds the limiter's table.
