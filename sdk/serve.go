@@ -136,9 +136,17 @@ func (k *Kernel) serve(ctx context.Context, opts ...ServeOption) error {
 	if c := (eventlog.Claimer)(nil); eventlog.As(k.log, &c) {
 		claimer, _ = c.(eventlog.VersionedClaimer)
 	}
+	var sch eventlog.Scheduler
+	eventlog.As(k.log, &sch)
+	round := scheduleRound{prev: k.now()}
 	changes := k.changes(ctx)
 	var out outage
 	for {
+		if sch != nil && time.Since(round.wall) >= o.poll/2 {
+			// Before the claim, so that a tick started now is claimed
+			// in this round (schedule.go).
+			k.tickSchedules(ctx, sch, &round)
+		}
 		var err error
 		if claimer != nil {
 			// The store finds and claims what to run in one short
