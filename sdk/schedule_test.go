@@ -48,8 +48,8 @@ func tickStarts(t *testing.T, k *sdk.Kernel, name, wantInput string) map[string]
 	return out
 }
 
-// waitFor polls cond every 10 ms until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitUntil polls cond every 10 ms until it holds or 10 s pass.
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -106,12 +106,14 @@ func TestScheduleTwoServesPebble(t *testing.T) {
 }
 
 // TestScheduleTwoServesPostgres: the same with two kernels on two
-// connections to one Postgres schema (two hosts), on the wall clock.
+// connections to one Postgres schema (two hosts), on the wall clock for
+// 10 s (issue 35: "two workers and a schedule @every 1s for 10 s: each
+// tick started exactly once").
 func TestScheduleTwoServesPostgres(t *testing.T) {
 	stores := openPG(t, 2)
 	kA := newKernel(t, stores[0], registerReport, sdk.WithOwner("A"))
 	kB := newKernel(t, stores[1], registerReport, sdk.WithOwner("B"))
-	testScheduleTwoServes(t, kA, kB, 6, nil, time.Now)
+	testScheduleTwoServes(t, kA, kB, 10, nil, time.Now)
 }
 
 func testScheduleTwoServes(t *testing.T, kA, kB *sdk.Kernel, ticks int, advance func(time.Duration), now func() time.Time) {
@@ -135,20 +137,28 @@ func testScheduleTwoServes(t *testing.T, kA, kB *sdk.Kernel, ticks int, advance 
 		if advance != nil {
 			advance(tick.Sub(now()))
 		}
-		waitFor(t, "tick "+tick.String(), func() bool { return !lastTick(t, kA, "morning").Before(tick) })
+		waitUntil(t, "tick "+tick.String(), func() bool { return !lastTick(t, kA, "morning").Before(tick) })
 	}
+	// On the wall clock a later tick may have started since: it must be
+	// a tick after the last one waited for, started once too.
 	got := tickStarts(t, kA, "morning", `{"to":"ops"}`)
 	for _, key := range want {
 		if got[key] != 1 {
 			t.Errorf("tick %s started %d times; want exactly once", key, got[key])
 		}
 	}
-	if len(got) != ticks {
-		t.Errorf("%d ticks started, want %d: %v", len(got), ticks, got)
+	last := first.Add(time.Duration(ticks-1) * time.Second)
+	for key, n := range got {
+		tick, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(key, "morning@"))
+		if err != nil || tick.Before(first) || (advance != nil && tick.After(last)) || !tick.Equal(tick.Truncate(time.Second)) {
+			t.Errorf("an execution under key %q: not a tick of the schedule", key)
+		} else if n != 1 {
+			t.Errorf("tick %s started %d times; want exactly once", key, n)
+		}
 	}
-	waitFor(t, "every tick's execution to complete", func() bool {
+	waitUntil(t, "every tick's execution to complete", func() bool {
 		infos, err := kA.List(t.Context(), sdk.Filter{Status: []eventlog.Status{eventlog.StatusCompleted}})
-		return err == nil && len(infos) == ticks
+		return err == nil && len(infos) >= ticks
 	})
 }
 
@@ -177,7 +187,7 @@ func TestScheduleCatchUp(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); _ = k.Serve(ctx, sdk.PollEvery(10*time.Millisecond)) }()
-			waitFor(t, "the catch-up", func() bool { return !lastTick(t, k, "s").IsZero() })
+			waitUntil(t, "the catch-up", func() bool { return !lastTick(t, k, "s").IsZero() })
 			var want []string
 			for i := 10 - c.catchUp + 1; i <= 10; i++ {
 				want = append(want, sdk.TickKey("s", t0.Add(time.Duration(i)*time.Second)))
@@ -185,7 +195,7 @@ func TestScheduleCatchUp(t *testing.T) {
 			// While it runs, the next two ticks come due: both start.
 			clock.Advance(2 * time.Second)
 			want = append(want, sdk.TickKey("s", t0.Add(11*time.Second)), sdk.TickKey("s", t0.Add(12*time.Second)))
-			waitFor(t, "the running ticks", func() bool { return lastTick(t, k, "s").Equal(t0.Add(12 * time.Second)) })
+			waitUntil(t, "the running ticks", func() bool { return lastTick(t, k, "s").Equal(t0.Add(12 * time.Second)) })
 			cancel()
 			<-done
 			// A Serve started again with no tick due starts nothing.
