@@ -5,10 +5,12 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pebblestore"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -292,5 +294,160 @@ func TestScheduleSpecs(t *testing.T) {
 	}
 	if all, _ := k.Schedules(t.Context()); len(all) != 4 || all[0].Name != "b-seconds" {
 		t.Fatalf("after Unschedule(a-cron): %+v", all)
+	}
+}
+
+// tickBarrier holds the first AdvanceSchedule of each of two kernels
+// until both made theirs: by then both read the record before either
+// moved it, and both started the first tick.
+type tickBarrier struct {
+	mu      sync.Mutex
+	arrived int
+	both    chan struct{}
+}
+
+// barrierScheduler is a kernel's view of a store whose first
+// AdvanceSchedule waits at a tickBarrier.
+type barrierScheduler struct {
+	*pebblestore.Store
+	b       *tickBarrier
+	waited  bool
+	results chan bool // each AdvanceSchedule's outcome
+}
+
+func (s *barrierScheduler) AdvanceSchedule(ctx context.Context, name string, created, from, to time.Time) (bool, error) {
+	if !s.waited {
+		s.waited = true // Serve's schedule rounds run one at a time
+		s.b.mu.Lock()
+		if s.b.arrived++; s.b.arrived == 2 {
+			close(s.b.both)
+		}
+		s.b.mu.Unlock()
+		select {
+		case <-s.b.both:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	ok, err := s.Store.AdvanceSchedule(ctx, name, created, from, to)
+	if err == nil {
+		s.results <- ok
+	}
+	return ok, err
+}
+
+// TestScheduleTickRaceStartsOnce (DESIGN §19, §21½.14): two workers that
+// both read a schedule's record before either moved its last tick both
+// start the due tick; its key makes them one execution (one
+// execution.created under the tick's key, one dispatch), and of their
+// two compare-and-sets on the record exactly one wins.
+func TestScheduleTickRaceStartsOnce(t *testing.T) {
+	s := newStore(t)
+	clock := newFakeClock()
+	b := &tickBarrier{both: make(chan struct{})}
+	results := make(chan bool, 8)
+	kA := newKernel(t, &barrierScheduler{Store: s, b: b, results: results}, registerReport, sdk.WithOwner("A"), sdk.WithClock(clock))
+	kB := newKernel(t, &barrierScheduler{Store: s, b: b, results: results}, registerReport, sdk.WithOwner("B"), sdk.WithClock(clock))
+	if err := kA.Schedule(t.Context(), "race", "report", "@every 1s", report{To: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := clock.Now()
+	serveAll(t, kA, kB)
+	clock.Advance(time.Second)
+	tick := t0.Truncate(time.Second).Add(time.Second)
+	waitUntil(t, "both workers' advances", func() bool { return len(results) == 2 })
+	if a, b := <-results, <-results; a == b {
+		t.Fatalf("the two advances from one record returned %v and %v; want exactly one to win", a, b)
+	}
+	if got := lastTick(t, kA, "race"); !got.Equal(tick) {
+		t.Fatalf("last tick %v, want %v", got, tick)
+	}
+	got := tickStarts(t, kA, "race", `{"to":"ops"}`)
+	if len(got) != 1 || got[sdk.TickKey("race", tick)] != 1 {
+		t.Fatalf("executions per key %v; want one, under %s", got, sdk.TickKey("race", tick))
+	}
+	waitUntil(t, "the tick's execution to complete", func() bool {
+		infos, err := kA.List(t.Context(), sdk.Filter{Status: []eventlog.Status{eventlog.StatusCompleted}})
+		return err == nil && len(infos) == 1
+	})
+	infos, err := kA.List(t.Context(), sdk.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dispatches int
+	for _, ev := range events(t, kA, infos[0].ID) {
+		if _, ok := ev.Data.(*eventlog.DispatchStarted); ok {
+			dispatches++
+		}
+	}
+	if dispatches != 1 {
+		t.Fatalf("the tick's execution was dispatched %d times, want once", dispatches)
+	}
+}
+
+// countingScheduler counts the schedule rounds of the Serve on it (each
+// reads Schedules once).
+type countingScheduler struct {
+	*pebblestore.Store
+	reads atomic.Int64
+}
+
+func (s *countingScheduler) Schedules(ctx context.Context) ([]eventlog.Schedule, error) {
+	s.reads.Add(1)
+	return s.Store.Schedules(ctx)
+}
+
+// TestScheduleRecordDecides (DESIGN §21½.14): the schedule record's last
+// tick decides which ticks were started, not the executions' keys: once
+// the executions of started ticks are deleted (which frees their keys), a
+// Serve started again with no new tick due starts none of them.
+func TestScheduleRecordDecides(t *testing.T) {
+	s := &countingScheduler{Store: newStore(t)}
+	clock := newFakeClock()
+	k := newKernel(t, s, registerReport, sdk.WithClock(clock))
+	t0 := clock.Now()
+	if err := k.Schedule(t.Context(), "gc", "report", "@every 1s", report{To: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	serve := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = k.Serve(ctx, sdk.PollEvery(10*time.Millisecond)) }()
+		return func() { cancel(); <-done }
+	}
+	stop := serve()
+	// The ticks come due while the Serve runs (after its first round):
+	// all three start.
+	waitUntil(t, "a schedule round", func() bool { return s.reads.Load() >= 1 })
+	clock.Advance(3 * time.Second)
+	last := t0.Truncate(time.Second).Add(3 * time.Second)
+	waitUntil(t, "three ticks", func() bool { return lastTick(t, k, "gc").Equal(last) })
+	waitUntil(t, "their executions to complete", func() bool {
+		infos, err := k.List(t.Context(), sdk.Filter{Status: []eventlog.Status{eventlog.StatusCompleted}})
+		return err == nil && len(infos) == 3
+	})
+	stop()
+	if got := tickStarts(t, k, "gc", `{"to":"x"}`); len(got) != 3 {
+		t.Fatalf("ticks started %v, want 3", got)
+	}
+	infos, err := k.List(t.Context(), sdk.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range infos {
+		if err := k.Delete(t.Context(), info.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A Serve again, with no tick due: two whole schedule rounds pass.
+	reads := s.reads.Load()
+	stop = serve()
+	waitUntil(t, "two schedule rounds", func() bool { return s.reads.Load() >= reads+3 })
+	stop()
+	if infos, err := k.List(t.Context(), sdk.Filter{}); err != nil || len(infos) != 0 {
+		t.Fatalf("a Serve with no tick due started %d executions (%v): a tick started before ran again", len(infos), err)
+	}
+	if got := lastTick(t, k, "gc"); !got.Equal(last) {
+		t.Fatalf("last tick %v, want %v", got, last)
 	}
 }
