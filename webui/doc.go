@@ -6,7 +6,9 @@
 // # Pages
 //
 //   - / lists the executions (Kernel.List), filtered by agent, status and
-//     parent (?agent=coder&status=running&parent=ID), with links.
+//     parent (?agent=coder&status=running&parent=ID), with links, and
+//     the store's schedules (Kernel.Schedules, DESIGN §19): each one's
+//     agent, spec, last tick started and next tick.
 //   - /e/{id} shows one execution: its fork and caller tree, the timeline
 //     picture, and a table of its events with the coverage of each, which
 //     grows live as events are appended (server-sent events from

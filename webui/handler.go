@@ -101,6 +101,9 @@ type listPage struct {
 	Parent     string
 	Statuses   []string
 	Executions []eventlog.Info
+	// Schedules are the store's schedules (Kernel.Schedules, DESIGN §19),
+	// whatever the filter: their last and next tick.
+	Schedules []sdk.ScheduleInfo
 }
 
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
@@ -132,6 +135,10 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page.Executions = infos
+	if page.Schedules, err = s.k.Schedules(r.Context()); err != nil {
+		fail(w, err)
+		return
+	}
 	render(w, "list", page)
 }
 
