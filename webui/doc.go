@@ -92,6 +92,10 @@
 //     are the checkpoint index (eventlog.Index), the history in pages.
 //   - GET /api/e/{id}/coverage?at=N is what a fork at N restores.
 //   - GET /api/usage is what each execution takes (eventlog.UsageReporter).
+//   - GET /api/schedules is the store's schedules (eventlog.Scheduler,
+//     DESIGN §19), ordered by name: {schedules: [{name, agent, spec,
+//     input, catch_up, created_ns, last_tick_ns}]}; none for a store that
+//     keeps none.
 //   - GET /api/e/{id}/deltas is the server-sent event stream of the
 //     deltas (DESIGN §16) of the streams this process's handlers read, as
 //     /e/{id}/deltas: one "delta" message {step_id, index, data} each,

@@ -90,3 +90,56 @@ func TestSchedulesCLI(t *testing.T) {
 		t.Fatalf("after a refused unschedule the store keeps %v, want pulse", got)
 	}
 }
+
+// TestSchedulesThroughServe (DESIGN §11, §19): while forkline serve holds
+// the Pebble log, forkline schedules reads the schedules through its API
+// and prints exactly what it prints reading the log directly (text and
+// --json); forkline unschedule fails naming the server and removes
+// nothing.
+func TestSchedulesThroughServe(t *testing.T) {
+	dir := t.TempDir()
+	s, err := pebblestore.Open(logDir(dir), pebblestore.WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := sdk.New(s, sdk.WithClock(fixedClock{time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdk.Register(k, "report", func(ctx context.Context, to string) (string, error) { return to, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Start(t.Context(), "report", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Schedule(t.Context(), "nightly", "report", "CRON_TZ=Europe/Paris 0 2 * * *", "ops", sdk.CatchUp(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmds := [][]string{{"schedules"}, {"--json", "schedules"}}
+	var direct []string
+	for _, c := range cmds {
+		stdout, stderr, code := runCLI(t, append([]string{"--dir", dir}, c...)...)
+		if code != 0 || !strings.Contains(stdout, "nightly") {
+			t.Fatalf("%v directly: exit %d:\n%s%s", c, code, stdout, stderr)
+		}
+		direct = append(direct, stdout)
+	}
+	srv := startServe(t, dir)
+	for i, c := range cmds {
+		stdout, stderr, code := runCLI(t, append([]string{"--dir", dir}, c...)...)
+		if code != 0 || stdout != direct[i] {
+			t.Errorf("%v through serve: exit %d:\n%s%s\nwant what it printed directly:\n%s", c, code, stdout, stderr, direct[i])
+		}
+	}
+	stdout, stderr, code := runCLI(t, "--dir", dir, "unschedule", "nightly")
+	if code == 0 || stdout != "" || !strings.Contains(stderr, srv.url) {
+		t.Fatalf("unschedule while served: exit %d, stdout %q, stderr %q; want a failure naming the server", code, stdout, stderr)
+	}
+	srv.stop(t)
+	if stdout, _, _ := runCLI(t, "--dir", dir, "schedules"); stdout != direct[0] {
+		t.Fatalf("after the refused unschedule, schedules prints:\n%s\nwant:\n%s", stdout, direct[0])
+	}
+}
