@@ -71,6 +71,13 @@ type Info struct {
 	// header of executions created since Info had it; older ones show "",
 	// though LookupKey still finds them.
 	Key string
+
+	// Version is the code version the execution runs on (DESIGN §19,
+	// §21½.5): its execution.created Version, or for a fork its
+	// fork.created Version; "" for an unversioned execution, which runs
+	// on any worker. Kept in the header, as the fold of those events
+	// (replay.State.Version) says it.
+	Version string
 }
 
 // KeyLookup is implemented by a Log that finds an execution by its start

@@ -18,6 +18,9 @@ type Filter struct {
 	Caller ID       // the zero ID for any; else children started by Caller
 	After  ID       // the zero ID to start at the first; else executions whose ID is greater
 	Limit  int      // 0 for no limit
+	// Version is "" for any; else executions whose Info.Version is
+	// Version (unversioned ones are not selected).
+	Version string
 }
 
 // Validate refuses a filter with an unknown status or a negative limit.
@@ -43,6 +46,9 @@ func (f Filter) Match(info Info) bool {
 		return false
 	}
 	if !f.Caller.IsZero() && info.Caller != f.Caller {
+		return false
+	}
+	if f.Version != "" && info.Version != f.Version {
 		return false
 	}
 	if len(f.Status) == 0 {

@@ -83,6 +83,7 @@ type options struct {
 	messages  []eventlog.Message
 	covered   bool
 	deadline  time.Time
+	version   *string // WithVersion; nil: the parent's
 }
 
 // WithInput gives the fork a new handler input, recorded as fork.created's
@@ -194,6 +195,21 @@ func WithDeadline(t time.Time) Option {
 	}
 }
 
+// WithVersion moves the fork onto code version v (DESIGN §19, §21½.5):
+// recorded in fork.created's Version, so that only workers of version v
+// (or, for "", every worker) run it. Without it the fork keeps its
+// parent's version (Info.Version). A version that is not valid UTF-8 or
+// holds a NUL byte is [eventlog.ErrInvalid].
+func WithVersion(v string) Option {
+	return func(o *options) error {
+		if err := eventlog.CheckVersionName(v); err != nil {
+			return fmt.Errorf("fork: %w", err)
+		}
+		o.version = &v
+		return nil
+	}
+}
+
 // RequireCovered makes Create refuse an uncovered fork point with an error
 // wrapping [coverage.ErrUncovered], writing nothing.
 func RequireCovered() Option {
@@ -244,6 +260,15 @@ func Create(ctx context.Context, log eventlog.IndexedLog, parent eventlog.ID, at
 		return eventlog.ID{}, Plan{}, err
 	}
 	fc := plan.Event()
+	if o.version != nil {
+		fc.Version = *o.version
+	} else {
+		info, err := log.Info(ctx, parent)
+		if err != nil {
+			return eventlog.ID{}, Plan{}, fmt.Errorf("fork: %s: %w", parent, err)
+		}
+		fc.Version = info.Version
+	}
 	fc.Input = o.input
 	fc.Messages = o.messages
 	fc.Deadline = o.deadline

@@ -200,6 +200,12 @@ type State struct {
 	Deadline time.Time
 	WakeAt   time.Time
 
+	// Version is the code version the run is for (DESIGN §19, §21½.5):
+	// execution.created's Version, or the newest fork.created's (which
+	// records the parent's unless sdk.OnVersion moved the fork). "" runs
+	// on any worker.
+	Version string
+
 	// CancelRequested reports an execution.cancel_requested of this run
 	// (after the newest fork.created: a fork never inherits a request);
 	// CancelReason and CancelBy are the first request's, and CancelReason
@@ -339,7 +345,7 @@ func (s *State) apply(ev eventlog.Event) error {
 		if s.Head != 0 {
 			return invalid(ev, "execution.created after seq 1")
 		}
-		s.Agent, s.Input = p.Agent, slices.Clone(p.Input)
+		s.Agent, s.Input, s.Version = p.Agent, slices.Clone(p.Input), p.Version
 
 	case *eventlog.DispatchStarted:
 		if p.Dispatch != s.Dispatches+1 {
@@ -544,6 +550,7 @@ func (s *State) apply(ev eventlog.Event) error {
 			}
 		}
 		s.Parent, s.ForkAt, s.Selections = p.Parent, p.At, slices.Clone(p.Selections)
+		s.Version = p.Version
 		s.forkSeq = ev.Seq
 		s.Output, s.Error, s.Code = nil, "", ""
 		s.CancelRequested, s.CancelReason, s.CancelBy = false, "", ""

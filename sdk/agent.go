@@ -162,7 +162,7 @@ func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...Sta
 	if err := r.check(in); err != nil {
 		return eventlog.ID{}, fmt.Errorf("%w: agent %q: %v", ErrInvalid, agent, err)
 	}
-	created := o.created(agent, in)
+	created := o.created(agent, in, k.version)
 	var copts []eventlog.CreateOption
 	if !o.caller.IsZero() {
 		copts = append(copts, eventlog.WithCaller(o.caller), eventlog.WithCallerStep(o.callerStep))
@@ -199,9 +199,9 @@ func startOpts(opts []StartOption) (startOptions, error) {
 }
 
 // created is the execution.created that Start appends for agent with
-// input in under o.
-func (o *startOptions) created(agent string, in []byte) *eventlog.ExecutionCreated {
-	return &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline}
+// input in under o, by a kernel of code version version.
+func (o *startOptions) created(agent string, in []byte, version string) *eventlog.ExecutionCreated {
+	return &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline, Version: version}
 }
 
 // childArgs is what a child step records as its args.

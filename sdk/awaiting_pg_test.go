@@ -33,6 +33,17 @@ func (c *claimRunnableCounter) ClaimRunnable(ctx context.Context, owner string, 
 	return ls, err
 }
 
+// ClaimRunnableVersion counts too: Serve claims through it (DESIGN §19).
+func (c *claimRunnableCounter) ClaimRunnableVersion(ctx context.Context, owner string, ttl time.Duration, agents []string, worker string, n int, now time.Time) ([]eventlog.Lease, error) {
+	ls, err := c.Store.ClaimRunnableVersion(ctx, owner, ttl, agents, worker, n, now)
+	for _, l := range ls {
+		if l.ID == c.id {
+			c.claims.Add(1)
+		}
+	}
+	return ls, err
+}
+
 // DESIGN §15½.4 on Postgres: Serve on owner b, which must leave an
 // execution to its owner a, notes it in the store (Info: AwaitedOwner a,
 // LastError "awaiting owner", a RetryAt), so that its claims skip

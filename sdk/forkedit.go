@@ -39,6 +39,7 @@ type forkEdit struct {
 	covered  bool
 	verify   bool
 	deadline time.Time // the fork's own (Deadline); zero for none
+	version  *string   // OnVersion; nil: the parent's
 }
 
 // forkResult is one WithResult, or the WithToolArgs of one step.
@@ -280,6 +281,9 @@ func (k *Kernel) forkOptions(ctx context.Context, id eventlog.ID, e forkEdit) ([
 	}
 	if !e.deadline.IsZero() {
 		out = append(out, fork.WithDeadline(e.deadline))
+	}
+	if e.version != nil {
+		out = append(out, fork.WithVersion(*e.version))
 	}
 	return out, nil
 }

@@ -234,6 +234,12 @@ func (c *claimCounter) Claim(ctx context.Context, id eventlog.ID, owner string, 
 	return c.Store.Claim(ctx, id, owner, ttl)
 }
 
+// ClaimVersion counts too: the kernel claims through it (DESIGN §19).
+func (c *claimCounter) ClaimVersion(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration, worker string) (eventlog.Lease, error) {
+	c.claims.Add(1)
+	return c.Store.ClaimVersion(ctx, id, owner, ttl, worker)
+}
+
 // DESIGN §15½.4: Serve on another owner does not spin on an execution it
 // must leave to its owner: over a second of 10 ms polls it claims it at
 // most twice (the first try and one backoff retry), appends nothing, and

@@ -41,6 +41,7 @@ type Kernel struct {
 	logger     *slog.Logger  // WithLogger; discards by default
 	parkAfter  time.Duration // ParkAfter
 	strict     bool          // Strict
+	version    string        // WithVersion; "": unversioned
 	replayOnly bool          // ReplayOnly
 
 	// formerOwners are names this kernel's owner had before (WithLocalOwner:
@@ -411,6 +412,11 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 		return nil, err
 	}
 	d.lease = lease
+	if !eventlog.RunsOn(d.state.Version, k.version) {
+		// Left to a worker of its version (DESIGN §19), before anything
+		// is appended.
+		return nil, &VersionError{ID: id, Version: d.state.Version, Worker: k.version}
+	}
 	switch d.state.Status {
 	case replay.StatusCompleted:
 		return &Result{ID: id, Output: d.state.Output}, nil
@@ -539,7 +545,7 @@ func (k *Kernel) ownAs(ctx context.Context, id eventlog.ID, owner string) (conte
 			k.mu.Unlock()
 		}, "", nil
 	}
-	lease, err := leaser.Claim(ctx, id, owner, k.leaseTTL)
+	lease, err := k.claim(ctx, leaser, id, owner)
 	if held := (*eventlog.HeldError)(nil); errors.As(err, &held) {
 		return nil, eventlog.Lease{}, nil, held.Lease.Owner, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
@@ -551,6 +557,18 @@ func (k *Kernel) ownAs(ctx context.Context, id eventlog.ID, owner string) (conte
 	}
 	lctx, end := k.keep(ctx, leaser, lease)
 	return lctx, lease, func() { k.release(ctx, leaser, end()) }, "", nil
+}
+
+// claim claims id for owner (this kernel, or its settle) through leaser: when leaser is an
+// eventlog.VersionClaimer, only if id is of this kernel's code version or
+// unversioned (DESIGN §21½.5), checked by the store under the claim's
+// lock; a *VersionError otherwise. runOwned checks the version again from
+// the fold, for a store that cannot.
+func (k *Kernel) claim(ctx context.Context, leaser eventlog.Leaser, id eventlog.ID, owner string) (eventlog.Lease, error) {
+	if vc, ok := leaser.(eventlog.VersionClaimer); ok {
+		return vc.ClaimVersion(ctx, id, owner, k.leaseTTL, k.version)
+	}
+	return leaser.Claim(ctx, id, owner, k.leaseTTL)
 }
 
 // keep holds lease for one dispatch: it renews it every third of the TTL

@@ -174,7 +174,9 @@ func (k *Kernel) cancelChildren(ctx context.Context, id eventlog.ID, reason stri
 // live owner it does nothing: the owner takes them.
 func (k *Kernel) settle(ctx context.Context, id eventlog.ID) error {
 	ctx, lease, release, _, err := k.ownAs(ctx, id, k.owner+settleMark)
-	if errors.Is(err, ErrBusy) {
+	if errors.Is(err, ErrBusy) || errors.Is(err, eventlog.ErrVersion) {
+		// Its owner, or a worker of its own code version, takes the
+		// requests when it next runs it.
 		return nil
 	}
 	if err != nil {

@@ -48,6 +48,14 @@ func (s timedLeases) Claim(ctx context.Context, id eventlog.ID, owner string, tt
 	return l, err
 }
 
+// ClaimVersion records too: the kernel claims through it (DESIGN §19).
+func (s timedLeases) ClaimVersion(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration, worker string) (eventlog.Lease, error) {
+	at := time.Now()
+	l, err := s.Store.ClaimVersion(ctx, id, owner, ttl, worker)
+	s.record(at, l, err)
+	return l, err
+}
+
 func (s timedLeases) Renew(ctx context.Context, l eventlog.Lease, ttl time.Duration) (eventlog.Lease, error) {
 	at := time.Now()
 	r, err := s.Store.Renew(ctx, l, ttl)

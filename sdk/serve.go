@@ -129,11 +129,24 @@ func (k *Kernel) serve(ctx context.Context, opts ...ServeOption) error {
 			k.ranInServe(ctx, runs, id, run(), o)
 		}()
 	}
-	var claimer eventlog.Claimer
-	eventlog.As(k.log, &claimer)
+	// A store that claims in bulk claims only what this kernel's version
+	// runs (DESIGN §19); one that cannot filter by version is served
+	// by listing, which skips other versions before it claims.
+	var claimer eventlog.VersionedClaimer
+	if c := (eventlog.Claimer)(nil); eventlog.As(k.log, &c) {
+		claimer, _ = c.(eventlog.VersionedClaimer)
+	}
+	var sch eventlog.Scheduler
+	eventlog.As(k.log, &sch)
+	round := scheduleRound{prev: k.now()}
 	changes := k.changes(ctx)
 	var out outage
 	for {
+		if sch != nil && time.Since(round.wall) >= o.poll/2 {
+			// Before the claim, so that a tick started now is claimed
+			// in this round (schedule.go).
+			k.tickSchedules(ctx, sch, &round)
+		}
 		var err error
 		if claimer != nil {
 			// The store finds and claims what to run in one short
@@ -141,7 +154,7 @@ func (k *Kernel) serve(ctx context.Context, opts ...ServeOption) error {
 			// sharing it never wait on each other or claim one twice.
 			// Only this loop fills slots, so they stay free until used.
 			var leases []eventlog.Lease
-			leases, err = claimer.ClaimRunnable(ctx, k.owner, k.leaseTTL, k.agentNames(), o.concurrency-len(slots), k.now())
+			leases, err = claimer.ClaimRunnableVersion(ctx, k.owner, k.leaseTTL, k.agentNames(), k.version, o.concurrency-len(slots), k.now())
 			for _, l := range leases {
 				if runs.backsOff(l.ID, time.Now()) {
 					// Backed off in this Serve, on a store that keeps no
@@ -257,8 +270,8 @@ func (k *Kernel) ranInServe(ctx context.Context, runs *serveRuns, id eventlog.ID
 		}
 		return
 	}
-	if errors.Is(err, ErrBusy) {
-		return // another kernel runs it: says nothing of the execution
+	if errors.Is(err, ErrBusy) || errors.Is(err, ErrVersion) {
+		return // another kernel runs it, or one of its version will: says nothing of the execution
 	}
 	if runs.recovered(id) {
 		if keeper != nil {
@@ -396,7 +409,7 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 				_, err := k.Run(ctx, id)
 				return err
 			}
-			l, err := leaser.Claim(ctx, id, k.owner, k.leaseTTL)
+			l, err := k.claim(ctx, leaser, id, k.owner)
 			if errors.Is(err, eventlog.ErrLeaseHeld) {
 				return fmt.Errorf("%w: %w", ErrBusy, err)
 			}
@@ -527,6 +540,9 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	for _, info := range infos {
 		if _, ok := k.handler(info.Agent); !ok {
 			continue
+		}
+		if !eventlog.RunsOn(info.Version, k.version) {
+			continue // left to a worker of its version (DESIGN §19)
 		}
 		if leaser != nil {
 			if _, held, err := leaser.Holder(ctx, info.ID); err != nil {

@@ -134,7 +134,7 @@ func unrecorded(err error) bool {
 	var ce *CancelledError
 	switch {
 	case err == nil, errors.As(err, &ee), errors.As(err, &ce),
-		errors.Is(err, ErrWaiting), errors.Is(err, ErrCancelled), errors.Is(err, ErrBusy),
+		errors.Is(err, ErrWaiting), errors.Is(err, ErrCancelled), errors.Is(err, ErrBusy), errors.Is(err, ErrVersion),
 		errors.Is(err, ErrResourceUnavailable),
 		errors.Is(err, eventlog.ErrLeaseLost), errors.Is(err, eventlog.ErrLeaseHeld),
 		errors.Is(err, eventlog.ErrNotFound), // deleted: no listing shows it again

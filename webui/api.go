@@ -28,6 +28,7 @@ func (s *server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/e/{id}/history", s.apiHistory)
 	mux.HandleFunc("GET /api/e/{id}/coverage", s.apiCoverage)
 	mux.HandleFunc("GET /api/usage", s.apiUsage)
+	mux.HandleFunc("GET /api/schedules", s.apiSchedules)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, fmt.Errorf("%w: no API endpoint %s %s", eventlog.ErrNotFound, r.Method, clipText(r.URL.Path, 80)))
 	})
@@ -392,6 +393,26 @@ func (s *server) apiUsage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out.Chunks = &serveapi.Chunks{Count: n, Bytes: b}
+	}
+	writeAPI(w, out)
+}
+
+// apiSchedules answers the store's schedules (DESIGN §19), none for a
+// store that keeps none.
+func (s *server) apiSchedules(w http.ResponseWriter, r *http.Request) {
+	out := serveapi.Schedules{Schedules: []serveapi.Schedule{}}
+	var sch eventlog.Scheduler
+	if eventlog.As(s.k.Log(), &sch) {
+		all, err := sch.Schedules(r.Context())
+		if err != nil {
+			apiFail(w, err)
+			return
+		}
+		for _, sc := range all {
+			out.Schedules = append(out.Schedules, serveapi.Schedule{Name: sc.Name, Agent: sc.Agent, Spec: sc.Spec,
+				Input: sc.Input, CatchUp: sc.CatchUp,
+				Created: eventlog.ScheduleNanos(sc.Created), LastTick: eventlog.ScheduleNanos(sc.LastTick)})
+		}
 	}
 	writeAPI(w, out)
 }

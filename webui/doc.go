@@ -6,7 +6,9 @@
 // # Pages
 //
 //   - / lists the executions (Kernel.List), filtered by agent, status and
-//     parent (?agent=coder&status=running&parent=ID), with links.
+//     parent (?agent=coder&status=running&parent=ID), with links, and
+//     the store's schedules (Kernel.Schedules, DESIGN §19): each one's
+//     agent, spec, last tick started and next tick.
 //   - /e/{id} shows one execution: its fork and caller tree, the timeline
 //     picture, and a table of its events with the coverage of each, which
 //     grows live as events are appended (server-sent events from
@@ -90,6 +92,10 @@
 //     are the checkpoint index (eventlog.Index), the history in pages.
 //   - GET /api/e/{id}/coverage?at=N is what a fork at N restores.
 //   - GET /api/usage is what each execution takes (eventlog.UsageReporter).
+//   - GET /api/schedules is the store's schedules (eventlog.Scheduler,
+//     DESIGN §19), ordered by name: {schedules: [{name, agent, spec,
+//     input, catch_up, created_ns, last_tick_ns}]}; none for a store that
+//     keeps none.
 //   - GET /api/e/{id}/deltas is the server-sent event stream of the
 //     deltas (DESIGN §16) of the streams this process's handlers read, as
 //     /e/{id}/deltas: one "delta" message {step_id, index, data} each,

@@ -105,6 +105,9 @@ type listPage struct {
 	// Owners is, by execution ID, who holds each running execution
 	// (ownerOf): its owner, and "owner gone" when its lease is not live.
 	Owners map[eventlog.ID]string
+	// Schedules are the store's schedules (Kernel.Schedules, DESIGN §19),
+	// whatever the filter: their last and next tick.
+	Schedules []sdk.ScheduleInfo
 }
 
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
@@ -142,6 +145,10 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 			fail(w, err)
 			return
 		}
+	}
+	if page.Schedules, err = s.k.Schedules(r.Context()); err != nil {
+		fail(w, err)
+		return
 	}
 	render(w, "list", page)
 }

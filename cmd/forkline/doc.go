@@ -60,6 +60,9 @@
 //	                            lookup never creates); "quarantined" when a
 //	                            run found its history damaged (ErrCorrupt):
 //	                            Serve does not run it until a person acts
+//	schedules                   the schedules: name, agent, spec, last
+//	                            and next tick
+//	unschedule <name>           remove a schedule
 //	unquarantine <id>           lift a quarantine (once the damage is
 //	                            mended, say from a backup): Serve runs the
 //	                            execution again; delete <id>, or a fork

@@ -29,6 +29,16 @@ type forkEdit struct {
 	requireCovered bool     // --require-covered
 	latestCovered  bool     // --latest-covered: fork at the newest covered seq at or before <seq> (default: the head)
 	noVerify       bool     // --no-verify: skip the check of the prefix's records (sdk.VerifyPrefix)
+	version        *string  // --version V: move the fork onto code version V (sdk.OnVersion); nil: the parent's
+}
+
+// setVersion is the --version flag: "" (given) makes the fork unversioned.
+func (f *forkEdit) setVersion(v string) error {
+	if err := eventlog.CheckVersionName(v); err != nil {
+		return err
+	}
+	f.version = &v
+	return nil
 }
 
 // addResult is the --result flag: it may be given many times.
@@ -147,6 +157,9 @@ func (f *forkEdit) options() ([]sdk.ForkOption, error) {
 	}
 	if f.requireCovered {
 		opts = append(opts, sdk.RequireCovered())
+	}
+	if f.version != nil {
+		opts = append(opts, sdk.OnVersion(*f.version))
 	}
 	if !f.noVerify {
 		opts = append(opts, sdk.VerifyPrefix())

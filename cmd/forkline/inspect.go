@@ -24,6 +24,9 @@ type listing struct {
 	ForkSeq uint64 `json:"fork_seq,omitempty"`
 	Caller  string `json:"caller,omitempty"` // the parent of a child execution
 	Key     string `json:"key,omitempty"`    // the start key (sdk.WithKey)
+	// Version is the code version it runs on (eventlog.Info.Version,
+	// DESIGN §19); absent for an unversioned execution.
+	Version string `json:"version,omitempty"`
 	Head    uint64 `json:"head"`
 	Status  string `json:"status"`
 	// Tokens is the own run's token usage the store keeps
@@ -101,7 +104,7 @@ func listKey(e *env, log eventlog.Log, f eventlog.Filter, key string) ([]*listin
 // lineage.
 func listingOf(info eventlog.Info) *listing {
 	l := &listing{ID: info.ID.String(), Agent: info.Agent, ForkSeq: info.ForkSeq,
-		Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key,
+		Head: info.Head, Status: info.Status.String(), Created: info.Created.UTC(), Key: info.Key, Version: info.Version,
 		Quarantined: info.QuarantineError, info: info}
 	if info.Tokens != (eventlog.Tokens{}) {
 		l.Tokens = &info.Tokens
@@ -147,11 +150,15 @@ func parseFilter(cmd, statuses, agent string) (eventlog.Filter, error) {
 
 // cmdLs lists the executions the flags select; with key, only the one
 // started with that key (found by the store's key index, never created).
-func cmdLs(e *env, statuses, agent, key string) error {
+func cmdLs(e *env, statuses, agent, key, version string) error {
 	f, err := parseFilter("ls", statuses, agent)
 	if err != nil {
 		return err
 	}
+	if err := eventlog.CheckVersionName(version); err != nil {
+		return inputErrorf("ls --version: %v", err)
+	}
+	f.Version = version
 	return withReadLog(e, func(s eventlog.IndexedLog) error {
 		var all []*listing
 		if key != "" {
@@ -175,7 +182,7 @@ func cmdLs(e *env, statuses, agent, key string) error {
 			return writeJSON(e.stdout, map[string]any{"executions": all})
 		}
 		if len(all) == 0 {
-			if statuses != "" || agent != "" || key != "" {
+			if statuses != "" || agent != "" || key != "" || version != "" {
 				fmt.Fprintf(e.stdout, "no executions in %s match\n", e.opts.where())
 				return nil
 			}
@@ -433,12 +440,15 @@ func header(info eventlog.Info, status string) string {
 
 // showJSON is show's --json output.
 type showJSON struct {
-	Execution string          `json:"execution"`
-	Seq       uint64          `json:"seq"`
-	Time      time.Time       `json:"time"`
-	Kind      string          `json:"kind"`
-	Detail    string          `json:"detail"`
-	Data      eventlog.Fields `json:"data"`
+	Execution string `json:"execution"`
+	// Version is the execution's code version (DESIGN §19); absent when
+	// unversioned.
+	Version string          `json:"version,omitempty"`
+	Seq     uint64          `json:"seq"`
+	Time    time.Time       `json:"time"`
+	Kind    string          `json:"kind"`
+	Detail  string          `json:"detail"`
+	Data    eventlog.Fields `json:"data"`
 	// ResponseBody is the HTTP body of a recorded LLM response, decoded.
 	ResponseBody json.RawMessage `json:"response_body,omitempty"`
 	// Message is, for a message.received, what became of the message.
@@ -768,7 +778,7 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		}
 		if e.opts.json {
 			cov := pointOut(p, "")
-			out := showJSON{Execution: info.ID.String(), Seq: ev.Seq, Time: ev.Time.UTC(),
+			out := showJSON{Execution: info.ID.String(), Version: info.Version, Seq: ev.Seq, Time: ev.Time.UTC(),
 				Kind: ev.Kind().String(), Detail: detail(ev, l.steps), Data: data, ResponseBody: body, Message: consumed, Coverage: &cov}
 			if l.tokens != (eventlog.Tokens{}) {
 				out.Tokens = &l.tokens
@@ -777,6 +787,9 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		}
 		tw := newTable(e.stdout)
 		fmt.Fprintf(tw, "execution\t%s\n", info.ID)
+		if info.Version != "" {
+			fmt.Fprintf(tw, "version\t%s\n", info.Version)
+		}
 		fmt.Fprintf(tw, "seq\t%d\n", ev.Seq)
 		fmt.Fprintf(tw, "time\t%s\n", timeText(ev.Time))
 		fmt.Fprintf(tw, "kind\t%s\n", ev.Kind())

@@ -207,7 +207,7 @@ func commands() []*command {
 	var demoTask string
 	var htmlFile, diffHTML string
 	sv := serveFlags{addr: defaultAddr}
-	var lsStatus, lsAgent, lsKey, cancelReason, checkAgent string
+	var lsStatus, lsAgent, lsKey, lsVersion, cancelReason, checkAgent string
 	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
 	var approveAll, rejectAll bulkDecision
 	var gcStatus, gcOlder string
@@ -226,8 +226,9 @@ func commands() []*command {
 				fs.StringVar(&lsStatus, "status", "", "only these statuses, separated by commas")
 				fs.StringVar(&lsAgent, "agent", "", "only this agent's executions")
 				fs.StringVar(&lsKey, "key", "", "only the execution started with this key")
+				fs.StringVar(&lsVersion, "version", "", "only the executions of this code version (sdk.WithVersion)")
 			},
-			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey) }},
+			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey, lsVersion) }},
 		{name: "tree", short: "the fork lineage of every execution", run: func(e *env, _ []string) error { return cmdTree(e) }},
 		{name: "events", args: "<id> [--kind K]", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
 			flags: func(fs *flag.FlagSet) {
@@ -252,6 +253,7 @@ func commands() []*command {
 				fs.Func(editToolArgsFlag, "STEPID TOOL key=value… (key:=JSON for a JSON value): replay LLM call STEPID's reply with those arguments of its call of TOOL (or of the call with that ID) changed; OpenAI chat completions and Anthropic messages; repeatable",
 					func(string) error { return inputErrorf("fork: --%s: want STEPID TOOL key=value…", editToolArgsFlag) })
 				fs.BoolVar(&edit.requireCovered, "require-covered", false, "refuse an uncovered fork point; write nothing")
+				fs.Func("version", "move the fork onto this code version (sdk.OnVersion; \"\": unversioned); default: the parent's", edit.setVersion)
 				fs.BoolVar(&edit.noVerify, "no-verify", false,
 					"do not check the records of the prefix first (a check whose cost grows with <seq>; without it a damaged prefix is found when the fork runs)")
 				fs.BoolVar(&edit.latestCovered, "latest-covered", false,
@@ -304,6 +306,10 @@ func commands() []*command {
 			}},
 		{name: "delete", args: "<id>", short: "delete an execution (its forks keep what they read)", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdDelete(e, pos[0]) }},
+		{name: "schedules", short: "the schedules: name, agent, spec, last and next tick",
+			run: func(e *env, _ []string) error { return cmdSchedules(e) }},
+		{name: "unschedule", args: "<name>", short: "remove a schedule: no Serve starts its ticks any more", minPos: 1, maxPos: 1,
+			run: func(e *env, pos []string) error { return cmdUnschedule(e, pos[0]) }},
 		{name: "unquarantine", args: "<id>", short: "let Serve run again an execution quarantined for a damaged history", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdUnquarantine(e, pos[0]) }},
 		{name: "gc", short: "delete ended executions older than an age",

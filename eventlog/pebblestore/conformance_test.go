@@ -39,6 +39,10 @@ func TestLimiter(t *testing.T) {
 	storetest.TestLimiter(t, func(t *testing.T) eventlog.Log { return openMem(t) })
 }
 
+func TestScheduler(t *testing.T) {
+	storetest.TestScheduler(t, func(t *testing.T) eventlog.Log { return openMem(t) })
+}
+
 func TestQuarantiner(t *testing.T) {
 	storetest.TestQuarantiner(t, func(t *testing.T) storetest.Store { return openMem(t) })
 }
@@ -75,4 +79,8 @@ func TestTokens(t *testing.T) {
 			return s
 		}
 	})
+}
+
+func TestVersions(t *testing.T) {
+	storetest.TestVersions(t, func(t *testing.T) eventlog.IndexedLog { return openMem(t) })
 }

@@ -132,7 +132,8 @@ func TestFormatPinned(t *testing.T) {
 	t.Run("fields", func(t *testing.T) {
 		for typ, want := range map[reflect.Type][]string{
 			reflect.TypeFor[header](): {"Agent string agent", "Parent eventlog.ID parent", "At uint64 at,omitempty", "Created int64 created", "Caller eventlog.ID caller,omitempty",
-				"Key string key,omitempty", "CallerStep string caller_step,omitempty"},
+				"Key string key,omitempty", "CallerStep string caller_step,omitempty",
+				"Version string version,omitempty"}, // DESIGN §19; absent in older headers, read as ""
 			reflect.TypeFor[indexValue](): {"Generation uint64 generation", "InFlight []string in_flight,omitempty",
 				"CoverageReuse bool coverage_reuse,omitempty", "Bound uint64 bound", "Ref string ref,omitempty",
 				"RefAt uint64 ref_at,omitempty", "RefGeneration uint64 ref_generation,omitempty",

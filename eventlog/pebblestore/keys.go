@@ -30,6 +30,8 @@ import (
 //	                                     format 3, chunks.go), by content
 //	'l' key                              a rate limiter's window (limiter.go):
 //	                                     the times of the calls it admitted
+//	'h' name                             a schedule's record (schedule.go,
+//	                                     eventlog.Scheduler)
 //	'z' id[16]                           quarantine (eventlog.Quarantiner): the
 //	                                     error of the run that found the
 //	                                     execution's history damaged
@@ -51,6 +53,7 @@ const (
 	tagChunk      = 'c'
 	tagQuarantine = 'z'
 	tagLimit      = 'l'
+	tagSchedule   = 'h'
 )
 
 // quarantineKey is the key of id's quarantine.

@@ -9,7 +9,10 @@ import (
 	"github.com/forkline/forkline/eventlog"
 )
 
-var _ eventlog.Leaser = (*Store)(nil)
+var (
+	_ eventlog.Leaser         = (*Store)(nil)
+	_ eventlog.VersionClaimer = (*Store)(nil)
+)
 
 // Leases. Pebble admits one process to a store, so a lease is held by a
 // kernel of this process: the lease table lives in memory, beside each
@@ -26,6 +29,18 @@ var _ eventlog.Leaser = (*Store)(nil)
 
 // Claim implements eventlog.Leaser.
 func (s *Store) Claim(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration) (eventlog.Lease, error) {
+	return s.claim(ctx, id, owner, ttl, nil)
+}
+
+// ClaimVersion implements eventlog.VersionClaimer: the execution's
+// version, in its header, is checked under the execution's lock, the one
+// every claim and append takes.
+func (s *Store) ClaimVersion(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration, worker string) (eventlog.Lease, error) {
+	return s.claim(ctx, id, owner, ttl, &worker)
+}
+
+// claim is Claim, and with a worker version ClaimVersion.
+func (s *Store) claim(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration, worker *string) (eventlog.Lease, error) {
 	if err := eventlog.CheckClaim(owner, ttl); err != nil {
 		return eventlog.Lease{}, err
 	}
@@ -33,6 +48,9 @@ func (s *Store) Claim(ctx context.Context, id eventlog.ID, owner string, ttl tim
 	err := s.withExecution(ctx, id, func(e *execution) (err error) {
 		if err := s.loadLocked(e); err != nil {
 			return err
+		}
+		if worker != nil && !eventlog.RunsOn(e.hdr.Version, *worker) {
+			return &eventlog.VersionError{ID: id, Version: e.hdr.Version, Worker: *worker}
 		}
 		before := e.mu.lease
 		if l, err = e.mu.lease.Claim(id, owner, ttl, time.Now()); err != nil {

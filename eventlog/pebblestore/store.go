@@ -103,6 +103,9 @@ type Store struct {
 	}
 	// limits orders every TakeLimit (limiter.go).
 	limits sync.Mutex
+	// schedules orders every write of a schedule record (schedule.go), so
+	// AdvanceSchedule's compare and set are one step.
+	schedules sync.Mutex
 }
 
 var (
@@ -264,7 +267,7 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	if o.CallerStep != "" && o.Caller.IsZero() {
 		return eventlog.ID{}, fmt.Errorf("%w: create: a caller step (%q) with no caller", eventlog.ErrInvalid, o.CallerStep)
 	}
-	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, CallerStep: o.CallerStep, Key: created.Key})
+	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, CallerStep: o.CallerStep, Key: created.Key, Version: created.Version})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
 	}
@@ -540,7 +543,7 @@ func (e *execution) infoLocked() eventlog.Info {
 		ID: e.id, Agent: e.hdr.Agent, Parent: e.hdr.Parent, ForkSeq: e.hdr.At,
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline, Tokens: st.Tokens,
-		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key,
+		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key, Version: e.hdr.Version,
 		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at, AwaitedOwner: e.mu.retry.owner,
 		Quarantined: e.mu.quarantine != "", QuarantineError: e.mu.quarantine,
 	}
@@ -921,7 +924,7 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("fork of %s at seq %d: %w", parent, at, err)
 	}
-	hdr, err := encodeValue(&header{Agent: p.hdr.Agent, Parent: parent, At: at, Created: nanos(t)})
+	hdr, err := encodeValue(&header{Agent: p.hdr.Agent, Parent: parent, At: at, Created: nanos(t), Version: fc.Version})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
 	}

@@ -31,6 +31,11 @@ type header struct {
 	// child (eventlog.WithCallerStep): the StepID of the child.ended
 	// request its end writes into Caller's inbox; "" in older headers.
 	CallerStep string `msgpack:"caller_step,omitempty"`
+
+	// Version is the execution's code version (eventlog.Info.Version):
+	// its execution.created or fork.created Version; "" for none and in
+	// older headers, which were all written before versions existed.
+	Version string `msgpack:"version,omitempty"`
 }
 
 // indexValue is an eventlog.ResourceState without the key and seq, which

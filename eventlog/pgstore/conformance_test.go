@@ -61,3 +61,7 @@ func TestTokens(t *testing.T) {
 		}
 	})
 }
+
+func TestVersions(t *testing.T) {
+	storetest.TestVersions(t, func(t *testing.T) eventlog.IndexedLog { return openStore(t, pgstore.WithoutSync()) })
+}

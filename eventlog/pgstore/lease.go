@@ -31,6 +31,23 @@ func (s *Store) Claim(ctx context.Context, id eventlog.ID, owner string, ttl tim
 	return l, err
 }
 
+// ClaimVersion implements eventlog.VersionClaimer: the row's version is
+// read under the row's lock, the one every claim and append takes.
+func (s *Store) ClaimVersion(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration, worker string) (eventlog.Lease, error) {
+	if err := eventlog.CheckClaim(owner, ttl); err != nil {
+		return eventlog.Lease{}, err
+	}
+	var l eventlog.Lease
+	err := s.withRow(ctx, id, true, func(r *row, now time.Time) (err error) {
+		if !eventlog.RunsOn(r.hdr.Version, worker) {
+			return &eventlog.VersionError{ID: id, Version: r.hdr.Version, Worker: worker}
+		}
+		l, err = r.lease.Claim(id, owner, ttl, now)
+		return err
+	})
+	return l, err
+}
+
 // Renew implements eventlog.Leaser.
 func (s *Store) Renew(ctx context.Context, l eventlog.Lease, ttl time.Duration) (eventlog.Lease, error) {
 	var out eventlog.Lease
@@ -62,6 +79,12 @@ func (s *Store) Holder(ctx context.Context, id eventlog.ID) (eventlog.Lease, boo
 // withLease runs f on id's lease state and the database's clock; with
 // write, under the row's lock, and the state f leaves is written back.
 func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f func(*eventlog.LeaseState, time.Time) error) error {
+	return s.withRow(ctx, id, write, func(r *row, now time.Time) error { return f(&r.lease, now) })
+}
+
+// withRow is withLease with the whole row given to f; only the lease f
+// leaves is written back.
+func (s *Store) withRow(ctx context.Context, id eventlog.ID, write bool, f func(*row, time.Time) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -71,7 +94,7 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 		if err != nil {
 			return err
 		}
-		return f(&r.lease, now)
+		return f(&r, now)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		r, now, err := s.readRow(ctx, tx, id, true)
@@ -79,7 +102,7 @@ func (s *Store) withLease(ctx context.Context, id eventlog.ID, write bool, f fun
 			return err
 		}
 		before := r.lease
-		if err := f(&r.lease, now); err != nil {
+		if err := f(&r, now); err != nil {
 			return err
 		}
 		if r.lease == before {
@@ -126,6 +149,19 @@ func clearAwaiting(owner string) string {
 // to owner (SetAwaiting) is runnable for owner at once; a quarantined execution (Quarantine) never is. Expiry is judged by the database's clock;
 // wake times by now, the caller's.
 func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]eventlog.Lease, error) {
+	return s.claimRunnable(ctx, owner, ttl, agents, nil, n, now)
+}
+
+// ClaimRunnableVersion implements eventlog.VersionedClaimer: it is
+// ClaimRunnable whose query also requires the row's version to be ” or
+// worker, so a row of another version is neither locked nor claimed.
+func (s *Store) ClaimRunnableVersion(ctx context.Context, owner string, ttl time.Duration, agents []string, worker string, n int, now time.Time) ([]eventlog.Lease, error) {
+	return s.claimRunnable(ctx, owner, ttl, agents, &worker, n, now)
+}
+
+// claimRunnable is ClaimRunnable; a worker version other than nil limits
+// it as ClaimRunnableVersion.
+func (s *Store) claimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, worker *string, n int, now time.Time) ([]eventlog.Lease, error) {
 	if err := eventlog.CheckClaim(owner, ttl); err != nil {
 		return nil, err
 	}
@@ -147,6 +183,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
 			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
 			AND (e.retry_ns <= $6 OR e.await_owner = $9) AND e.quarantine = ''
+			AND ($10::text IS NULL OR e.version = '' OR e.version = $10)
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
 				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind <> $7)
@@ -155,7 +192,7 @@ func (s *Store) ClaimRunnable(ctx context.Context, owner string, ttl time.Durati
 			ORDER BY e.id LIMIT $8
 			FOR UPDATE OF e SKIP LOCKED`,
 			agents, int16(eventlog.StatusPending), int16(eventlog.StatusRunning), int16(eventlog.StatusWaiting),
-			nanos(dbnow), nanos(now), int16(eventlog.KindChildEnded), n, owner)
+			nanos(dbnow), nanos(now), int16(eventlog.KindChildEnded), n, owner, worker)
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 9
+const SchemaVersion = 11
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -148,12 +148,14 @@ type cachedIndex struct {
 }
 
 var (
-	_ eventlog.IndexedLog     = (*Store)(nil)
-	_ eventlog.PrefixVerifier = (*Store)(nil)
-	_ eventlog.Leaser         = (*Store)(nil)
-	_ eventlog.Inbox          = (*Store)(nil)
-	_ eventlog.Claimer        = (*Store)(nil)
-	_ eventlog.Notifier       = (*Store)(nil)
+	_ eventlog.IndexedLog       = (*Store)(nil)
+	_ eventlog.PrefixVerifier   = (*Store)(nil)
+	_ eventlog.Leaser           = (*Store)(nil)
+	_ eventlog.Inbox            = (*Store)(nil)
+	_ eventlog.Claimer          = (*Store)(nil)
+	_ eventlog.VersionClaimer   = (*Store)(nil)
+	_ eventlog.VersionedClaimer = (*Store)(nil)
+	_ eventlog.Notifier         = (*Store)(nil)
 )
 
 // Open connects to the Postgres database at url (a postgres:// or
@@ -366,6 +368,16 @@ var migrations = []func(schema string) []string{
 			PRIMARY KEY (execution, message_id)
 		)`}
 	},
+	// Version 10: code versions (DESIGN §19, eventlog.Info.Version): the
+	// execution.created or fork.created Version, which ClaimRunnableVersion
+	// and ClaimVersion compare with the worker's. Rows of earlier versions
+	// get '': they were started before versions existed and run anywhere.
+	func(sc string) []string {
+		return []string{`ALTER TABLE ` + sc + `.executions ADD COLUMN version text NOT NULL DEFAULT ''`}
+	},
+	// Version 11: schedules (DESIGN §19, §21½.14, schedule.go): a table
+	// of their own, each with its last tick started.
+	migrateSchedules,
 }
 
 // migrateLimiter adds the limiter's table.

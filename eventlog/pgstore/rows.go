@@ -45,6 +45,7 @@ type header struct {
 	At      uint64 // fork point; 0 for a root
 	Caller  eventlog.ID
 	Created time.Time
+	Version string // the code version (eventlog.Info.Version); "" for none
 }
 
 // row is an execution's row: header, status, lease and inbox counter.
@@ -70,7 +71,7 @@ type retryNote struct {
 
 const rowCols = `id, agent, parent, fork_seq, caller, created_ns, head, status, updated_ns, wake_ns, deadline_ns,
 	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last,
-	last_error, retry_ns, coalesce(idem_key, ''), await_owner, quarantine, tokens_in, tokens_out`
+	last_error, retry_ns, coalesce(idem_key, ''), await_owner, quarantine, tokens_in, tokens_out, version`
 
 // scanRow reads one row of rowCols (and then extra) from r.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
@@ -82,12 +83,12 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		status                                          int16
 		dispatched, parked, released                    bool
 		agent, owner, lastError, key, awaitOwner        string
-		quarantine                                      string
+		quarantine, version                             string
 		approvals                                       []string
 	)
 	dest := append([]any{&id, &agent, &parent, &forkSeq, &caller, &created, &head, &status, &updated, &wake, &deadline,
 		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast,
-		&lastError, &retryAt, &key, &awaitOwner, &quarantine, &tokensIn, &tokensOut}, extra...)
+		&lastError, &retryAt, &key, &awaitOwner, &quarantine, &tokensIn, &tokensOut, &version}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -117,7 +118,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 	if tokensIn < 0 || tokensOut < 0 {
 		return bad("tokens %d+%d", tokensIn, tokensOut)
 	}
-	out.hdr.Agent, out.hdr.At, out.hdr.Created = agent, uint64(forkSeq), fromNanos(created)
+	out.hdr.Agent, out.hdr.At, out.hdr.Created, out.hdr.Version = agent, uint64(forkSeq), fromNanos(created), version
 	out.status = eventlog.StatusState{
 		Status: eventlog.Status(status), Head: uint64(head), Updated: fromNanos(updated), WakeAt: fromNanos(wake),
 		Deadline: fromNanos(deadline), Dispatched: dispatched, Parked: parked, Approvals: approvals,
@@ -144,6 +145,7 @@ func (r *row) info() eventlog.Info {
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
 		Deadline: st.Deadline, Tokens: st.Tokens, Caller: r.hdr.Caller, Approvals: st.Approvals, Key: r.key,
+		Version:   r.hdr.Version,
 		LastError: r.retry.lastError, RetryAt: r.retry.at, AwaitedOwner: r.retry.owner,
 		Quarantined: r.quarantine != "", QuarantineError: r.quarantine,
 	}

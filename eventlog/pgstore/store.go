@@ -51,11 +51,11 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		// unique index until this one ends, then inserts nothing.
 		tag, err := tx.Exec(ctx, `INSERT INTO `+s.q.executions+` (id, agent, parent, fork_seq, caller, created_ns, idem_key,
 			head, status, updated_ns, wake_ns, deadline_ns, dispatched, parked, approvals,
-			lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last, caller_step)
-			VALUES ($1, $2, NULL, 0, $3, $4, $5, 1, $6, $7, 0, $8, false, false, '{}', 0, '', 0, false, 0, $9)
+			lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last, caller_step, version)
+			VALUES ($1, $2, NULL, 0, $3, $4, $5, 1, $6, $7, 0, $8, false, false, '{}', 0, '', 0, false, 0, $9, $10)
 			ON CONFLICT (idem_key) DO NOTHING`,
 			id[:], created.Agent, nullID(o.Caller), nanos(at), nullText(created.Key),
-			int16(st.Status), nanos(st.Updated), nanos(st.Deadline), o.CallerStep)
+			int16(st.Status), nanos(st.Updated), nanos(st.Deadline), o.CallerStep, created.Version)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
@@ -202,6 +202,9 @@ func (s *Store) listPage(ctx context.Context, f eventlog.Filter, after eventlog.
 	}
 	if !f.Caller.IsZero() {
 		add("caller =", f.Caller[:])
+	}
+	if f.Version != "" {
+		add("version =", f.Version)
 	}
 	if len(f.Status) > 0 {
 		codes := make([]int16, len(f.Status))
@@ -510,9 +513,10 @@ func (s *Store) Fork(ctx context.Context, parent eventlog.ID, at uint64, fc *eve
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO `+s.q.executions+` (id, agent, parent, fork_seq, caller, created_ns, idem_key,
 			head, status, updated_ns, wake_ns, deadline_ns, dispatched, parked, approvals,
-			lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last)
-			VALUES ($1, $2, $3, $4, NULL, $5, NULL, $6, $7, $8, 0, $9, false, false, '{}', 0, '', 0, false, 0)`,
-			id[:], info.Agent, parent[:], int64(at), nanos(t), int64(at+1), int16(status.Status), nanos(status.Updated), nanos(status.Deadline))
+			lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last, version)
+			VALUES ($1, $2, $3, $4, NULL, $5, NULL, $6, $7, $8, 0, $9, false, false, '{}', 0, '', 0, false, 0, $10)`,
+			id[:], info.Agent, parent[:], int64(at), nanos(t), int64(at+1), int16(status.Status), nanos(status.Updated), nanos(status.Deadline),
+			created.Version)
 		b.Queue(`INSERT INTO `+s.q.events+` (execution, seq, record) VALUES ($1, $2, $3)`, id[:], int64(at+1), rec)
 		for _, st := range changed {
 			s.queueState(b, id, st)

@@ -25,6 +25,7 @@ func TestStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Inbox", func(t *testing.T) { TestInbox(t, open) })
 	t.Run("RetryKeeper", func(t *testing.T) { TestRetryKeeper(t, open) })
 	t.Run("Limiter", func(t *testing.T) { TestLimiter(t, func(t *testing.T) eventlog.Log { return open(t) }) })
+	t.Run("Scheduler", func(t *testing.T) { TestScheduler(t, func(t *testing.T) eventlog.Log { return open(t) }) })
 	t.Run("ChildEnded", func(t *testing.T) { TestChildEnded(t, open) })
 	t.Run("Quarantiner", func(t *testing.T) { TestQuarantiner(t, open) })
 }

@@ -25,9 +25,10 @@ var ErrReadOnly = errors.New("serveapi: the log is read through a serving proces
 var ErrUnreachable = errors.New("serveapi: the serving process does not answer")
 
 // Log reads an event log through the JSON API of a serving process
-// (webui.Handler): it is an [eventlog.IndexedLog] and an
-// [eventlog.UsageReporter] whose reads are the server's answers and whose
-// writes (Create, Append, AppendUnsynced, Fork) fail with ErrReadOnly, so that code written against a store runs
+// (webui.Handler): it is an [eventlog.IndexedLog], an
+// [eventlog.UsageReporter] and an [eventlog.Scheduler] whose reads are the
+// server's answers and whose writes (Create, Append, AppendUnsynced, Fork,
+// the schedules' Put, Delete and Advance) fail with ErrReadOnly, so that code written against a store runs
 // unchanged on it. Events arrive as their stored records and are decoded
 // here, so they are the very events the store holds.
 type Log struct {
@@ -40,6 +41,7 @@ type Log struct {
 var (
 	_ eventlog.IndexedLog    = (*Log)(nil)
 	_ eventlog.UsageReporter = (*Log)(nil)
+	_ eventlog.Scheduler     = (*Log)(nil)
 )
 
 // Dial returns a Log reading through the server at base (say
@@ -288,6 +290,42 @@ func (l *Log) usages(ctx context.Context) (Usages, error) {
 	var x Usages
 	err := l.get(ctx, "api/usage", nil, &x)
 	return x, err
+}
+
+// Schedules implements eventlog.Scheduler: the serving store's
+// schedules (DESIGN §19). A record that breaks eventlog.CheckSchedule is
+// an eventlog.CorruptionError, as the stores report it.
+func (l *Log) Schedules(ctx context.Context) ([]eventlog.Schedule, error) {
+	var x Schedules
+	if err := l.get(ctx, "api/schedules", nil, &x); err != nil {
+		return nil, err
+	}
+	out := make([]eventlog.Schedule, 0, len(x.Schedules))
+	for _, w := range x.Schedules {
+		sc := eventlog.Schedule{Name: w.Name, Agent: w.Agent, Spec: w.Spec, Input: w.Input, CatchUp: w.CatchUp,
+			Created: eventlog.ScheduleTime(w.Created), LastTick: eventlog.ScheduleTime(w.LastTick)}
+		if err := eventlog.CheckSchedule(sc); err != nil {
+			return nil, &eventlog.CorruptionError{What: fmt.Sprintf("schedule %q from %s", w.Name, l.base), Err: err}
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// PutSchedule implements eventlog.Scheduler; it fails with ErrReadOnly.
+func (l *Log) PutSchedule(context.Context, eventlog.Schedule) error {
+	return l.readOnly("put a schedule")
+}
+
+// DeleteSchedule implements eventlog.Scheduler; it fails with ErrReadOnly.
+func (l *Log) DeleteSchedule(_ context.Context, name string) error {
+	return l.readOnly("remove schedule " + strconv.Quote(name))
+}
+
+// AdvanceSchedule implements eventlog.Scheduler; it fails with
+// ErrReadOnly.
+func (l *Log) AdvanceSchedule(_ context.Context, name string, _, _, _ time.Time) (bool, error) {
+	return false, l.readOnly("advance schedule " + strconv.Quote(name))
 }
 
 func (l *Log) readOnly(op string) error {

@@ -228,3 +228,21 @@ func sentinel(code string) error {
 	}
 	return nil
 }
+
+// Schedule is an [eventlog.Schedule] on the wire; its times are Unix
+// nanoseconds (0 for none), so they read back exactly.
+type Schedule struct {
+	Name     string `json:"name"`
+	Agent    string `json:"agent"`
+	Spec     string `json:"spec"`
+	Input    []byte `json:"input"`
+	CatchUp  int    `json:"catch_up"`
+	Created  int64  `json:"created_ns"`
+	LastTick int64  `json:"last_tick_ns,omitempty"`
+}
+
+// Schedules is the answer of /api/schedules: the store's schedules,
+// ordered by name (DESIGN §19).
+type Schedules struct {
+	Schedules []Schedule `json:"schedules"`
+}
