@@ -50,6 +50,10 @@ type ApprovalDecision string
 const (
 	ApprovalGranted  ApprovalDecision = "granted"  // approval.granted
 	ApprovalRejected ApprovalDecision = "rejected" // approval.rejected
+	// ApprovalExpired: the request passed its ExpiresAt undecided, and
+	// the step was denied (step.denied{Code: approval_expired}, DESIGN
+	// §17). No decision is taken for it any more.
+	ApprovalExpired ApprovalDecision = "expired"
 )
 
 // Step is what the lineage recorded about one StepID.
@@ -124,16 +128,22 @@ type Timer struct {
 
 // Approval is the newest approval.requested of one step and its decision.
 type Approval struct {
-	StepID      string
-	StepKind    eventlog.StepKind
-	Target      string
-	Args        []byte
-	Reason      string
-	RuleID      string           // the policy rule that asked (format 3); "" for none
+	StepID   string
+	StepKind eventlog.StepKind
+	Target   string
+	Args     []byte
+	Reason   string
+	RuleID   string // the policy rule that asked (format 3); "" for none
+	// ExpiresAt is when the request expires undecided (format 3); zero
+	// for never.
+	ExpiresAt time.Time
+	// Approvers may decide (format 3); none means anyone.
+	Approvers   []string
+	Message     string           // shown to the approvers (format 3)
 	RequestedAt uint64           // seq of the approval.requested
 	Decision    ApprovalDecision // "" while undecided
 	By, Note    string           // of the decision
-	DecidedAt   uint64           // seq of the decision; 0 while undecided
+	DecidedAt   uint64           // seq of the decision (of the step.denied when expired); 0 while undecided
 	// Own reports that it was requested by this execution's run: after the
 	// lineage's newest fork.created. An approval of the prefix never
 	// approves a live run of a fork (DESIGN §8½), so only an own, undecided
@@ -398,6 +408,14 @@ func (s *State) apply(ev eventlog.Event) error {
 		st.Status, st.EndedAt, st.RetryAt = StepAbandoned, ev.Seq, time.Time{}
 
 	case *eventlog.StepDenied:
+		if p.Code == eventlog.DenyApprovalExpired {
+			// The expiry of an awaited request ends it (DESIGN §17), as
+			// the status fold says (eventlog.StatusState).
+			if a, ok := s.approval(p.StepID); ok && a.Pending() {
+				a.Decision, a.DecidedAt, a.Own = ApprovalExpired, ev.Seq, false
+				s.approvals[p.StepID] = a
+			}
+		}
 		if st, ok := s.step(p.StepID); ok {
 			if st.Status != StepRetrying && st.Status != StepAbandoned {
 				return invalid(ev, "step.denied of step %q, which is already %s", p.StepID, st.Status)
@@ -492,7 +510,8 @@ func (s *State) apply(ev eventlog.Event) error {
 		}
 		s.approvals[p.StepID] = Approval{
 			StepID: p.StepID, StepKind: p.StepKind, Target: p.Target, Args: slices.Clone(p.Args),
-			Reason: p.Reason, RuleID: p.RuleID, RequestedAt: ev.Seq,
+			Reason: p.Reason, RuleID: p.RuleID, ExpiresAt: p.ExpiresAt, Approvers: slices.Clone(p.Approvers),
+			Message: p.Message, RequestedAt: ev.Seq,
 		}
 
 	case *eventlog.ApprovalGranted:
@@ -602,6 +621,7 @@ func (s *State) approval(stepID string) (Approval, bool) {
 		return Approval{}, false
 	}
 	a.Args = slices.Clone(a.Args)
+	a.Approvers = slices.Clone(a.Approvers)
 	a.Own = a.RequestedAt > s.forkSeq
 	return a, true
 }

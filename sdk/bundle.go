@@ -15,7 +15,10 @@ import (
 // (RuleID; "" for the bundle's default) and reason, and the call returns a
 // *[DeniedError] carrying them (errors.Is(err, [ErrDenied])); an approve
 // decision records approval.requested with the rule's id, its reason and
-// its approval message, and waits for a decision as any approval does. A
+// its approval settings — message, approvers, and an ExpiresAt from its
+// timeout (see Kernel.Approve) — and waits for a decision as any approval
+// does; past ExpiresAt undecided the call is step.denied{Code:
+// approval_expired} ([ErrApprovalExpired]). A
 // replayed call never asks again: a recorded denial returns the same
 // *DeniedError, Code and RuleID included.
 //
@@ -24,24 +27,17 @@ import (
 // bundle's, when both ask. The bundle is asked first; when it denies, the
 // gate is not asked.
 //
-// This kernel does not apply rate limits, approvals that expire or name
-// their approvers yet: a bundle with a rule that has then.rate_limit, or
-// then.approval with a timeout or approvers, is refused with [ErrInvalid],
-// rather than installed and silently not enforced. A nil bundle is
-// ErrInvalid too.
+// This kernel does not apply rate limits yet: a bundle with a rule that
+// has then.rate_limit is refused with [ErrInvalid], rather than installed
+// and silently not enforced. A nil bundle is ErrInvalid too.
 func WithBundle(b *policy.Bundle) Option {
 	return func(k *Kernel) error {
 		if b == nil {
 			return fmt.Errorf("%w: nil bundle", ErrInvalid)
 		}
 		for _, r := range b.Rules() {
-			switch {
-			case r.RateLimit != nil:
+			if r.RateLimit != nil {
 				return fmt.Errorf("%w: bundle rule %q (line %d): then.rate_limit is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
-			case r.Approval != nil && r.Approval.Timeout > 0:
-				return fmt.Errorf("%w: bundle rule %q (line %d): then.approval.timeout is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
-			case r.Approval != nil && len(r.Approval.Approvers) > 0:
-				return fmt.Errorf("%w: bundle rule %q (line %d): then.approval.approvers is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
 			}
 		}
 		k.bundle = b
@@ -96,12 +92,4 @@ func (d *dispatch) askGate(ctx context.Context, pc policy.Call) (dec policy.Deci
 		}
 	}()
 	return d.k.gate(ctx, pc)
-}
-
-// approvalMessage is the message of dec's approval settings, "" for none.
-func approvalMessage(dec policy.Decision) string {
-	if dec.ApprovalSettings == nil {
-		return ""
-	}
-	return dec.ApprovalSettings.Message
 }

@@ -304,8 +304,8 @@ rules:
 }
 
 // TestWithBundleRefuses: a nil bundle, and a bundle with settings this
-// kernel does not apply (rate limits, approvals that expire or name their
-// approvers), are ErrInvalid naming the rule; New makes no kernel.
+// kernel does not apply (rate limits), are ErrInvalid naming the rule;
+// New makes no kernel.
 func TestWithBundleRefuses(t *testing.T) {
 	rule := func(then string) string {
 		return "default: allow\nrules:\n  - id: r1\n    priority: 1\n    then: " + then + "\n"
@@ -317,8 +317,6 @@ func TestWithBundleRefuses(t *testing.T) {
 	}{
 		{"nil", nil, "nil bundle"},
 		{"rate limit", mustBundle(t, rule("{decision: allow, rate_limit: {max_calls: 1, window: 1m}}")), `"r1" (line 3): then.rate_limit`},
-		{"timeout", mustBundle(t, rule("{decision: approve, approval: {timeout: 1h}}")), `"r1" (line 3): then.approval.timeout`},
-		{"approvers", mustBundle(t, rule("{decision: approve, approval: {approvers: [alice]}}")), `"r1" (line 3): then.approval.approvers`},
 	} {
 		k, err := sdk.New(newStore(t), sdk.WithBundle(c.bundle))
 		if !errors.Is(err, sdk.ErrInvalid) || k != nil || !strings.Contains(err.Error(), c.says) {
