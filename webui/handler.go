@@ -152,6 +152,9 @@ type executionPage struct {
 	// included (a fold of its events, DESIGN §16); Info.Tokens is the
 	// own run's, which the store keeps.
 	Tokens eventlog.Tokens
+	// Decisions are the policy's recorded decisions over the lineage:
+	// each denial and approval request with its rule id and reason.
+	Decisions []policyDecision
 }
 
 func (s *server) execution(w http.ResponseWriter, r *http.Request) {
@@ -186,6 +189,12 @@ func (s *server) execution(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	evs, err := s.lineage(ctx, info.ID, 1)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	page.Decisions = policyDecisions(evs)
 	if info.Status == eventlog.StatusWaiting {
 		if page.Pending, err = s.k.AwaitedApprovals(ctx, info.ID); err != nil {
 			fail(w, err)
