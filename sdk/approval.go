@@ -424,10 +424,12 @@ func (d *dispatch) approvalForLocked(stepID string) (replay.Approval, bool) {
 
 // admit decides whether the next live attempt of c (step stepID) runs
 // (DESIGN §7, §12): it follows a recorded approval of the attempt, else
-// asks the gate when gated says this attempt is gated. It returns nil when
-// the attempt may run; otherwise the recorded denial (a *DeniedError), or
-// an error wrapping ErrWaiting when the dispatch parks waiting for a
-// decision, or ctx's error.
+// asks the gate when gated says this attempt is gated; an allowed or
+// granted attempt then takes a call of its rule's rate limit (DESIGN §17,
+// ratelimit.go). It returns nil when the attempt may run; otherwise the
+// recorded denial (a *DeniedError), or an error wrapping ErrWaiting when
+// the dispatch parks waiting for a decision or a rate limit, or ctx's
+// error.
 func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool) error {
 	d.mu.Lock()
 	a, ok := d.approvalForLocked(stepID)
@@ -447,7 +449,7 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 				return err
 			}
 		case dec.Allow:
-			return nil
+			return d.rateLimit(ctx, stepID, c, dec.RuleID, dec.RateLimit)
 		default:
 			return d.deny(stepID, c, dec.Reason, eventlog.DenyPolicy, dec.RuleID)
 		}
@@ -459,7 +461,7 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 		}
 	}
 	if a.Decision == replay.ApprovalGranted {
-		return nil
+		return d.limitGranted(ctx, stepID, c)
 	}
 	reason := "approval rejected"
 	if a.Note != "" {
