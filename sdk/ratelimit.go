@@ -90,7 +90,10 @@ func (d *dispatch) rateLimit(ctx context.Context, stepID string, c call, ruleID 
 		if deadline.IsZero() {
 			deadline = now.Add(rl.MaxWait)
 		}
-		if retryAt.After(deadline) {
+		// Denied when the limiter's next admission is past max_wait, or
+		// when this call has already waited max_wait (a store whose clock
+		// lags the kernel's may keep naming a time already past).
+		if retryAt.After(deadline) || now.After(deadline) {
 			reason := fmt.Sprintf("rate limit of %d calls per %v (%s) reached; the next call is admitted at %s, past max_wait %v",
 				rl.MaxCalls, rl.Window, key, retryAt.UTC().Format(time.RFC3339Nano), rl.MaxWait)
 			return d.deny(stepID, c, reason, eventlog.DenyRateLimited, ruleID)

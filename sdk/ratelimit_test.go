@@ -387,7 +387,9 @@ func TestRateLimitLimiterError(t *testing.T) {
 // the limit is denied rate_limited.
 func TestRateLimitAfterApproval(t *testing.T) {
 	ctx := context.Background()
-	lim := &countingLimiter{IndexedLog: newStore(t), clock: newFakeClock()}
+	// The store's own limiter, on the store's clock as the kernel's is
+	// (a fake clock here would never let the approvals' wait park).
+	lim := &countingLimiter{IndexedLog: newStore(t)}
 	var bodies atomic.Int64
 	k := newKernel(t, lim, fetchAgent(&bodies), sdk.ParkAfter(time.Millisecond), sdk.WithBundle(mustBundle(t, `default: allow
 rules:
