@@ -232,6 +232,20 @@ type State struct {
 	// override (which ran nothing) does not.
 	Tokens eventlog.Tokens
 
+	// Budget is the lineage's budget (DESIGN §17, §21½.9): of
+	// execution.created, replaced by the Budget of a fork.created that
+	// gives one (sdk.Budget on the fork). It is the one run setting a fork
+	// inherits: a fork.created without a Budget keeps its parent's.
+	Budget eventlog.Limits
+
+	// LLMCalls and ToolCalls count the lineage's live llm and tool calls:
+	// one per step.started of the kind — every attempt, a retry or an
+	// orphan's re-run included — a fork's prefix included. A replayed
+	// call appends nothing and a denied one never started: neither
+	// counts. Together with Tokens they are the spend the budget limits.
+	LLMCalls  uint64
+	ToolCalls uint64
+
 	// Parent, ForkAt and Selections come from the lineage's newest
 	// fork.created; they are zero for a root execution.
 	Parent     eventlog.ID
@@ -350,6 +364,7 @@ func (s *State) apply(ev eventlog.Event) error {
 			return invalid(ev, "execution.created after seq 1")
 		}
 		s.Agent, s.Input = p.Agent, slices.Clone(p.Input)
+		s.Budget = p.Budget
 
 	case *eventlog.DispatchStarted:
 		if p.Dispatch != s.Dispatches+1 {
@@ -573,6 +588,9 @@ func (s *State) apply(ev eventlog.Event) error {
 		if len(p.Input) > 0 {
 			s.Input = slices.Clone(p.Input)
 		}
+		if p.Budget != (eventlog.Limits{}) {
+			s.Budget = p.Budget
+		}
 		// Injected messages are received at fork.created (DESIGN §21½.16),
 		// after every message of the prefix.
 		for _, m := range p.Messages {
@@ -674,6 +692,12 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 	var resources []string
 	if len(p.Resources) > 0 {
 		resources = slices.Clone(p.Resources)
+	}
+	switch p.StepKind {
+	case eventlog.StepLLM:
+		s.LLMCalls++
+	case eventlog.StepTool:
+		s.ToolCalls++
 	}
 	*st = Step{
 		ID: st.ID, Kind: p.StepKind, Target: s.intern(p.Target),
@@ -1009,3 +1033,28 @@ func (c *stepChunks) push(st Step) int {
 
 // at returns the step at index i, for the fold to change.
 func (c *stepChunks) at(i int) *Step { return &c.chunks[i/stepChunkSize][i%stepChunkSize] }
+
+// BudgetReached reports whether the lineage's spend has reached a limit of
+// its Budget that applies to a live call of kind, and which: a call is
+// denied when spend ≥ a limit (DESIGN §21½.9; tokens cannot be known before
+// the call). MaxTokens (input plus output tokens) and MaxLLMCalls limit llm
+// calls; MaxToolCalls limits tool calls; no other kind of step is limited.
+// The text names the limit and the spend, as "budget of 100 tokens reached:
+// 120 spent"; it is "" and false when no limit is reached.
+func (s *State) BudgetReached(kind eventlog.StepKind) (string, bool) {
+	b := s.Budget
+	switch kind {
+	case eventlog.StepLLM:
+		if spent := s.Tokens.Input + s.Tokens.Output; b.MaxTokens != 0 && spent >= b.MaxTokens {
+			return fmt.Sprintf("budget of %d tokens reached: %d spent", b.MaxTokens, spent), true
+		}
+		if b.MaxLLMCalls != 0 && s.LLMCalls >= b.MaxLLMCalls {
+			return fmt.Sprintf("budget of %d llm calls reached: %d made", b.MaxLLMCalls, s.LLMCalls), true
+		}
+	case eventlog.StepTool:
+		if b.MaxToolCalls != 0 && s.ToolCalls >= b.MaxToolCalls {
+			return fmt.Sprintf("budget of %d tool calls reached: %d made", b.MaxToolCalls, s.ToolCalls), true
+		}
+	}
+	return "", false
+}

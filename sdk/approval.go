@@ -435,13 +435,22 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 	a, ok := d.approvalForLocked(stepID)
 	d.mu.Unlock()
 	if !ok {
-		if !gated || !d.k.policed() {
+		spent, over := d.overBudget(c)
+		if !over && (!gated || !d.k.policed()) {
 			return nil
 		}
 		if err := notStarted(ctx, c); err != nil {
 			return err
 		}
-		dec := d.decide(ctx, c)
+		dec := policy.Decision{Allow: true}
+		if gated && d.k.policed() {
+			dec = d.decide(ctx, c)
+		}
+		if over {
+			if denied, err := d.budgetDecision(stepID, c, spent, &dec); denied {
+				return err
+			}
+		}
 		switch {
 		case dec.Approval:
 			var err error

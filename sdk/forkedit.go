@@ -37,7 +37,8 @@ type forkEdit struct {
 	messages []Message
 	covered  bool
 	verify   bool
-	deadline time.Time // the fork's own (Deadline); zero for none
+	deadline time.Time       // the fork's own (Deadline); zero for none
+	budget   eventlog.Limits // the fork's own (Budget); zero to inherit the parent's
 }
 
 // forkResult is one WithResult.
@@ -239,6 +240,9 @@ func (k *Kernel) forkOptions(ctx context.Context, id eventlog.ID, e forkEdit) ([
 	}
 	if !e.deadline.IsZero() {
 		out = append(out, fork.WithDeadline(e.deadline))
+	}
+	if e.budget != (eventlog.Limits{}) {
+		out = append(out, fork.WithBudget(e.budget))
 	}
 	return out, nil
 }
