@@ -16,6 +16,18 @@ import (
 	"github.com/forkline/forkline/sdk"
 )
 
+// parkClock is a stillClock whose waits of an hour or more never end: a
+// dispatch waiting for an approval parks at once (ParkAfter is shorter)
+// and never sees the approval's expiry, two hours away.
+type parkClock struct{ stillClock }
+
+func (c parkClock) After(d time.Duration) <-chan time.Time {
+	if d >= time.Hour {
+		return nil
+	}
+	return c.stillClock.After(d)
+}
+
 // TestApprovalsShowApprovers (DESIGN §17): forkline approvals shows who
 // may decide a bundle's approval and when it expires — in the table and
 // in --json as rule_id, message, approvers and expires_at — and approve
@@ -40,7 +52,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := sdk.New(s, sdk.WithBundle(b), sdk.WithClock(stillClock{baseTime}))
+	k, err := sdk.New(s, sdk.WithBundle(b), sdk.WithClock(parkClock{stillClock{baseTime}}))
 	if err != nil {
 		t.Fatal(err)
 	}
