@@ -127,7 +127,8 @@ type StatusState struct {
 	// Parked reports that the newest dispatch event is dispatch.parked.
 	Parked bool
 	// Approvals lists, sorted, the StepIDs with an approval.requested of
-	// this run and no decision yet.
+	// this run and no decision yet: neither approval.granted,
+	// approval.rejected nor a step.denied{Code: approval_expired}.
 	Approvals []string
 	// Tokens sums the Tokens of this run's step.succeeded events (llm
 	// steps that reported usage, DESIGN §16): the execution's own run
@@ -169,6 +170,12 @@ func (s *StatusState) Apply(ev Event) {
 		s.decide(p.StepID, ev.Time)
 	case *ApprovalRejected:
 		s.decide(p.StepID, ev.Time)
+	case *StepDenied:
+		if p.Code == DenyApprovalExpired {
+			// The request passed its ExpiresAt undecided (DESIGN §17): it
+			// is no longer awaited, and a decision for it is refused.
+			s.decide(p.StepID, ev.Time)
+		}
 	case *MessageReceived:
 		s.wake(ev.Time)
 	case *StepSucceeded:

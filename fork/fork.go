@@ -84,6 +84,7 @@ type options struct {
 	covered   bool
 	deadline  time.Time
 	version   *string // WithVersion; nil: the parent's
+	budget    eventlog.Limits
 }
 
 // WithInput gives the fork a new handler input, recorded as fork.created's
@@ -210,6 +211,21 @@ func WithVersion(v string) Option {
 	}
 }
 
+// WithBudget gives the fork its own budget, recorded in fork.created's
+// Budget: it replaces the parent's, which a fork otherwise inherits (the
+// one run setting it does, DESIGN §21½.9). The fork's spend still counts
+// its prefix's. A budget without a limit is [eventlog.ErrInvalid]: it
+// would record nothing and the parent's would apply.
+func WithBudget(l eventlog.Limits) Option {
+	return func(o *options) error {
+		if l == (eventlog.Limits{}) {
+			return fmt.Errorf("%w: fork: a budget without a limit", eventlog.ErrInvalid)
+		}
+		o.budget = l
+		return nil
+	}
+}
+
 // RequireCovered makes Create refuse an uncovered fork point with an error
 // wrapping [coverage.ErrUncovered], writing nothing.
 func RequireCovered() Option {
@@ -272,6 +288,7 @@ func Create(ctx context.Context, log eventlog.IndexedLog, parent eventlog.ID, at
 	fc.Input = o.input
 	fc.Messages = o.messages
 	fc.Deadline = o.deadline
+	fc.Budget = o.budget
 	if len(o.overrides) > 0 {
 		fc.Overrides = slices.Clone(o.overrides)
 		slices.SortFunc(fc.Overrides, func(a, b eventlog.StepOverride) int { return strings.Compare(a.StepID, b.StepID) })

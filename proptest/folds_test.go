@@ -209,6 +209,11 @@ type replayView struct {
 	Selections []eventlog.ForkSelection
 	Steps      []replay.Step
 	Bindings   []replay.Binding
+	// The spend and budget (DESIGN §17, §21½.9).
+	Tokens    eventlog.Tokens
+	Budget    eventlog.Limits
+	LLMCalls  uint64
+	ToolCalls uint64
 }
 
 // views reads everything the folds answer after they folded events 1..head.
@@ -233,7 +238,7 @@ func views(t *rapid.T, cf *coverage.Fold, pc *policy.Counter, rs *replay.State, 
 		}
 	}
 	v.Replay = replayView{rs.Agent, rs.Input, rs.Status, rs.Output, rs.Error, rs.Code, rs.Dispatches, rs.Head,
-		rs.Parent, rs.ForkAt, rs.Selections, rs.Steps(), rs.Bindings()}
+		rs.Parent, rs.ForkAt, rs.Selections, rs.Steps(), rs.Bindings(), rs.Tokens, rs.Budget, rs.LLMCalls, rs.ToolCalls}
 	return v
 }
 

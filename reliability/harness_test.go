@@ -103,6 +103,10 @@ type childConfig struct {
 	// workspace goes through write_file, which declares it (sdk.Affects),
 	// so steps that declare nothing leave the workspace covered.
 	CoverageReuse bool
+
+	// Rate, when set, makes the child a rate-limited worker on Postgres
+	// (rateWorkerMain, ratelimit_test.go); it is a rateChild as JSON.
+	Rate json.RawMessage `json:",omitempty"`
 }
 
 // The child's progress markers, one per line on its standard output.
@@ -139,6 +143,14 @@ func childMain(raw string) int {
 	}
 	if cfg.Postgres != "" {
 		return pgWorkerMain(cfg, mark)
+	}
+	if len(cfg.Rate) > 0 {
+		var rc rateChild
+		if err := json.Unmarshal(cfg.Rate, &rc); err != nil {
+			fmt.Fprintln(os.Stderr, "child: bad rate configuration:", err)
+			return 3
+		}
+		return rateWorkerMain(rc, mark)
 	}
 	store, err := pebblestore.Open(cfg.Log)
 	if err != nil {

@@ -50,6 +50,10 @@ type ApprovalDecision string
 const (
 	ApprovalGranted  ApprovalDecision = "granted"  // approval.granted
 	ApprovalRejected ApprovalDecision = "rejected" // approval.rejected
+	// ApprovalExpired: the request passed its ExpiresAt undecided, and
+	// the step was denied (step.denied{Code: approval_expired}, DESIGN
+	// §17). No decision is taken for it any more.
+	ApprovalExpired ApprovalDecision = "expired"
 )
 
 // Step is what the lineage recorded about one StepID.
@@ -124,16 +128,22 @@ type Timer struct {
 
 // Approval is the newest approval.requested of one step and its decision.
 type Approval struct {
-	StepID      string
-	StepKind    eventlog.StepKind
-	Target      string
-	Args        []byte
-	Reason      string
-	RuleID      string           // the policy rule that asked (format 3); "" for none
+	StepID   string
+	StepKind eventlog.StepKind
+	Target   string
+	Args     []byte
+	Reason   string
+	RuleID   string // the policy rule that asked (format 3); "" for none
+	// ExpiresAt is when the request expires undecided (format 3); zero
+	// for never.
+	ExpiresAt time.Time
+	// Approvers may decide (format 3); none means anyone.
+	Approvers   []string
+	Message     string           // shown to the approvers (format 3)
 	RequestedAt uint64           // seq of the approval.requested
 	Decision    ApprovalDecision // "" while undecided
 	By, Note    string           // of the decision
-	DecidedAt   uint64           // seq of the decision; 0 while undecided
+	DecidedAt   uint64           // seq of the decision (of the step.denied when expired); 0 while undecided
 	// Own reports that it was requested by this execution's run: after the
 	// lineage's newest fork.created. An approval of the prefix never
 	// approves a live run of a fork (DESIGN §8½), so only an own, undecided
@@ -227,6 +237,20 @@ type State struct {
 	// (step.succeeded Tokens, DESIGN §16): a fork's prefix counts, an
 	// override (which ran nothing) does not.
 	Tokens eventlog.Tokens
+
+	// Budget is the lineage's budget (DESIGN §17, §21½.9): of
+	// execution.created, replaced by the Budget of a fork.created that
+	// gives one (sdk.Budget on the fork). It is the one run setting a fork
+	// inherits: a fork.created without a Budget keeps its parent's.
+	Budget eventlog.Limits
+
+	// LLMCalls and ToolCalls count the lineage's live llm and tool calls:
+	// one per step.started of the kind — every attempt, a retry or an
+	// orphan's re-run included — a fork's prefix included. A replayed
+	// call appends nothing and a denied one never started: neither
+	// counts. Together with Tokens they are the spend the budget limits.
+	LLMCalls  uint64
+	ToolCalls uint64
 
 	// Parent, ForkAt and Selections come from the lineage's newest
 	// fork.created; they are zero for a root execution.
@@ -346,6 +370,7 @@ func (s *State) apply(ev eventlog.Event) error {
 			return invalid(ev, "execution.created after seq 1")
 		}
 		s.Agent, s.Input, s.Version = p.Agent, slices.Clone(p.Input), p.Version
+		s.Budget = p.Budget
 
 	case *eventlog.DispatchStarted:
 		if p.Dispatch != s.Dispatches+1 {
@@ -404,6 +429,14 @@ func (s *State) apply(ev eventlog.Event) error {
 		st.Status, st.EndedAt, st.RetryAt = StepAbandoned, ev.Seq, time.Time{}
 
 	case *eventlog.StepDenied:
+		if p.Code == eventlog.DenyApprovalExpired {
+			// The expiry of an awaited request ends it (DESIGN §17), as
+			// the status fold says (eventlog.StatusState).
+			if a, ok := s.approval(p.StepID); ok && a.Pending() {
+				a.Decision, a.DecidedAt, a.Own = ApprovalExpired, ev.Seq, false
+				s.approvals[p.StepID] = a
+			}
+		}
 		if st, ok := s.step(p.StepID); ok {
 			if st.Status != StepRetrying && st.Status != StepAbandoned {
 				return invalid(ev, "step.denied of step %q, which is already %s", p.StepID, st.Status)
@@ -498,7 +531,8 @@ func (s *State) apply(ev eventlog.Event) error {
 		}
 		s.approvals[p.StepID] = Approval{
 			StepID: p.StepID, StepKind: p.StepKind, Target: p.Target, Args: slices.Clone(p.Args),
-			Reason: p.Reason, RuleID: p.RuleID, RequestedAt: ev.Seq,
+			Reason: p.Reason, RuleID: p.RuleID, ExpiresAt: p.ExpiresAt, Approvers: slices.Clone(p.Approvers),
+			Message: p.Message, RequestedAt: ev.Seq,
 		}
 
 	case *eventlog.ApprovalGranted:
@@ -561,6 +595,9 @@ func (s *State) apply(ev eventlog.Event) error {
 		if len(p.Input) > 0 {
 			s.Input = slices.Clone(p.Input)
 		}
+		if p.Budget != (eventlog.Limits{}) {
+			s.Budget = p.Budget
+		}
 		// Injected messages are received at fork.created (DESIGN §21½.16),
 		// after every message of the prefix.
 		for _, m := range p.Messages {
@@ -609,6 +646,7 @@ func (s *State) approval(stepID string) (Approval, bool) {
 		return Approval{}, false
 	}
 	a.Args = slices.Clone(a.Args)
+	a.Approvers = slices.Clone(a.Approvers)
 	a.Own = a.RequestedAt > s.forkSeq
 	return a, true
 }
@@ -661,6 +699,12 @@ func (s *State) applyStarted(ev eventlog.Event, p *eventlog.StepStarted) error {
 	var resources []string
 	if len(p.Resources) > 0 {
 		resources = slices.Clone(p.Resources)
+	}
+	switch p.StepKind {
+	case eventlog.StepLLM:
+		s.LLMCalls++
+	case eventlog.StepTool:
+		s.ToolCalls++
 	}
 	*st = Step{
 		ID: st.ID, Kind: p.StepKind, Target: s.intern(p.Target),
@@ -996,3 +1040,28 @@ func (c *stepChunks) push(st Step) int {
 
 // at returns the step at index i, for the fold to change.
 func (c *stepChunks) at(i int) *Step { return &c.chunks[i/stepChunkSize][i%stepChunkSize] }
+
+// BudgetReached reports whether the lineage's spend has reached a limit of
+// its Budget that applies to a live call of kind, and which: a call is
+// denied when spend ≥ a limit (DESIGN §21½.9; tokens cannot be known before
+// the call). MaxTokens (input plus output tokens) and MaxLLMCalls limit llm
+// calls; MaxToolCalls limits tool calls; no other kind of step is limited.
+// The text names the limit and the spend, as "budget of 100 tokens reached:
+// 120 spent"; it is "" and false when no limit is reached.
+func (s *State) BudgetReached(kind eventlog.StepKind) (string, bool) {
+	b := s.Budget
+	switch kind {
+	case eventlog.StepLLM:
+		if spent := s.Tokens.Input + s.Tokens.Output; b.MaxTokens != 0 && spent >= b.MaxTokens {
+			return fmt.Sprintf("budget of %d tokens reached: %d spent", b.MaxTokens, spent), true
+		}
+		if b.MaxLLMCalls != 0 && s.LLMCalls >= b.MaxLLMCalls {
+			return fmt.Sprintf("budget of %d llm calls reached: %d made", b.MaxLLMCalls, s.LLMCalls), true
+		}
+	case eventlog.StepTool:
+		if b.MaxToolCalls != 0 && s.ToolCalls >= b.MaxToolCalls {
+			return fmt.Sprintf("budget of %d tool calls reached: %d made", b.MaxToolCalls, s.ToolCalls), true
+		}
+	}
+	return "", false
+}

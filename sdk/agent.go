@@ -201,7 +201,7 @@ func startOpts(opts []StartOption) (startOptions, error) {
 // created is the execution.created that Start appends for agent with
 // input in under o, by a kernel of code version version.
 func (o *startOptions) created(agent string, in []byte, version string) *eventlog.ExecutionCreated {
-	return &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline, Version: version}
+	return &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline, Version: version, Budget: o.budget}
 }
 
 // childArgs is what a child step records as its args.

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/policy"
 	"github.com/forkline/forkline/replay"
 )
 
@@ -26,6 +27,27 @@ import (
 // runs it again. A granted call runs live; a rejected one ends as a denied
 // call does — step.denied with the rejection as its reason, and a
 // *DeniedError (ErrDenied) for the caller, live and on replay.
+//
+// Approvals that expire and name who decides (DESIGN §17, §21½.10): the
+// deciding rule's approval settings (policy.ApprovalSettings: a bundle
+// rule's then.approval, or a gate's Decision) are recorded in
+// approval.requested — Approvers, Message, and ExpiresAt, the kernel's
+// clock plus the Timeout. Past ExpiresAt with no decision the call is
+// denied: the owner waiting in process, or the dispatch Serve runs at the
+// expiry (a parked execution's wake time is the earliest ExpiresAt it
+// awaits), first takes the inbox's requests — a decision already there
+// wins over the expiry — then appends step.denied{Code:
+// approval_expired, RuleID}, and the call returns a *DeniedError that is
+// ErrApprovalExpired (and ErrDenied), live and on replay. Only a dispatch
+// appends the expiry, so only an owner that may open the execution's
+// resources does (DESIGN §15½.4); Approvals, Approve and the listings
+// never do. Until the expiry is recorded a decision is still accepted. A
+// pending request of a fork's prefix does not apply past fork.created:
+// the fork asks again, with a fresh ExpiresAt.
+//
+// Approvers is a guardrail, not authentication: Approve and Reject refuse
+// a decider (By) that is not listed with ErrForbidden and write nothing,
+// but they believe the name they are given.
 //
 // Nothing is asked twice: a recorded approval.requested is awaited again
 // on replay (after a crash, or when Serve runs a parked execution), and a
@@ -48,6 +70,10 @@ type PendingApproval struct {
 	Target      string
 	Args        []byte    // the call's canonical args
 	Reason      string    // the gate's reason for asking
+	RuleID      string    // the policy rule that asked; "" for none
+	Message     string    // the rule's message for the approvers
+	Approvers   []string  // who may decide; none means anyone
+	ExpiresAt   time.Time // when the call is denied undecided (approval_expired); zero for never
 	RequestedAt uint64    // seq of the approval.requested
 	Time        time.Time // when it was requested
 }
@@ -72,7 +98,8 @@ const maxDeciderLen = 256
 // process has none, by the kernel's owner name (WithOwner). An empty name,
 // one longer than 256 bytes, one with control characters or one that is not
 // valid UTF-8 is ErrInvalid, and nothing is written. It is a label, not
-// authentication: the kernel believes it.
+// authentication: the kernel believes it. When the request names its
+// Approvers, a decider not among them is refused with ErrForbidden.
 func By(name string) DecisionOption {
 	return func(o *decisionOptions) error {
 		switch {
@@ -156,7 +183,12 @@ func ApprovalNote(ctx context.Context) string {
 // Approve racing a Reject, from any process), exactly one is stored — on
 // a store that implements eventlog.Decider, as both of forkline's do —
 // and the others get ErrNoPendingApproval; an unknown execution is ErrNotFound; a bad
-// option is ErrInvalid.
+// option is ErrInvalid. When the request names its Approvers (a policy
+// rule's approval.approvers), a decider (By, or the default decider) not
+// among them gets an error wrapping ErrForbidden and nothing is written —
+// a guardrail against a mistaken decision, not authentication: the name
+// is believed as given. An expired request (step.denied approval_expired
+// recorded) awaits no decision.
 func (k *Kernel) Approve(ctx context.Context, id eventlog.ID, stepID string, opts ...DecisionOption) error {
 	o, err := k.decisionOpts(opts)
 	if err != nil {
@@ -213,6 +245,9 @@ func (k *Kernel) decideApproval(ctx context.Context, id eventlog.ID, p eventlog.
 			verb, stepID, id, a.RequestedAt, st.ForkAt, ErrNoPendingApproval)
 	case a.Decision != "":
 		return fmt.Errorf("sdk: %s step %s of %s: it was %s at seq %d already: %w", verb, stepID, id, a.Decision, a.DecidedAt, ErrNoPendingApproval)
+	case len(a.Approvers) > 0 && !slices.Contains(a.Approvers, decisionBy(p)):
+		return fmt.Errorf("sdk: %s step %s of %s: %q may not decide it (approvers: %s): %w",
+			verb, stepID, id, decisionBy(p), strings.Join(a.Approvers, ", "), ErrForbidden)
 	}
 	if err := k.requestDecision(ctx, inbox, id, p); err != nil {
 		if errors.Is(err, eventlog.ErrNotAwaited) {
@@ -261,6 +296,17 @@ func decisionStep(p eventlog.Payload) string {
 		return p.StepID
 	case *eventlog.ApprovalRejected:
 		return p.StepID
+	}
+	return ""
+}
+
+// decisionBy returns who made decision p; "" for any other payload.
+func decisionBy(p eventlog.Payload) string {
+	switch p := p.(type) {
+	case *eventlog.ApprovalGranted:
+		return p.By
+	case *eventlog.ApprovalRejected:
+		return p.By
 	}
 	return ""
 }
@@ -314,7 +360,8 @@ func (k *Kernel) awaited(ctx context.Context, info eventlog.Info) ([]PendingAppr
 		}
 		out = append(out, PendingApproval{
 			Execution: info.ID, Agent: info.Agent, StepID: a.StepID, StepKind: a.StepKind, Target: a.Target,
-			Args: a.Args, Reason: a.Reason, RequestedAt: a.RequestedAt, Time: at,
+			Args: a.Args, Reason: a.Reason, RuleID: a.RuleID, Message: a.Message, Approvers: a.Approvers,
+			ExpiresAt: a.ExpiresAt, RequestedAt: a.RequestedAt, Time: at,
 		})
 	}
 	return out, nil
@@ -377,30 +424,41 @@ func (d *dispatch) approvalForLocked(stepID string) (replay.Approval, bool) {
 
 // admit decides whether the next live attempt of c (step stepID) runs
 // (DESIGN §7, §12): it follows a recorded approval of the attempt, else
-// asks the gate when gated says this attempt is gated. It returns nil when
-// the attempt may run; otherwise the recorded denial (a *DeniedError), or
-// an error wrapping ErrWaiting when the dispatch parks waiting for a
-// decision, or ctx's error.
+// asks the gate when gated says this attempt is gated; an allowed or
+// granted attempt then takes a call of its rule's rate limit (DESIGN §17,
+// ratelimit.go). It returns nil when the attempt may run; otherwise the
+// recorded denial (a *DeniedError), or an error wrapping ErrWaiting when
+// the dispatch parks waiting for a decision or a rate limit, or ctx's
+// error.
 func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool) error {
 	d.mu.Lock()
 	a, ok := d.approvalForLocked(stepID)
 	d.mu.Unlock()
 	if !ok {
-		if !gated || !d.k.policed() {
+		spent, over := d.overBudget(c)
+		if !over && (!gated || !d.k.policed()) {
 			return nil
 		}
 		if err := notStarted(ctx, c); err != nil {
 			return err
 		}
-		dec := d.decide(ctx, c)
+		dec := policy.Decision{Allow: true}
+		if gated && d.k.policed() {
+			dec = d.decide(ctx, c)
+		}
+		if over {
+			if denied, err := d.budgetDecision(stepID, c, spent, &dec); denied {
+				return err
+			}
+		}
 		switch {
 		case dec.Approval:
 			var err error
-			if a, err = d.requestApproval(stepID, c, dec.Reason, dec.RuleID, approvalMessage(dec)); err != nil {
+			if a, err = d.requestApproval(stepID, c, dec); err != nil {
 				return err
 			}
 		case dec.Allow:
-			return nil
+			return d.rateLimit(ctx, stepID, c, dec.RuleID, dec.RateLimit)
 		default:
 			return d.deny(stepID, c, dec.Reason, eventlog.DenyPolicy, dec.RuleID)
 		}
@@ -412,7 +470,7 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 		}
 	}
 	if a.Decision == replay.ApprovalGranted {
-		return nil
+		return d.limitGranted(ctx, stepID, c)
 	}
 	reason := "approval rejected"
 	if a.Note != "" {
@@ -449,54 +507,81 @@ func (d *dispatch) grantNoteLocked(stepID string) string {
 	return ""
 }
 
-// requestApproval appends approval.requested for c, asked by the policy
-// rule ruleID ("" for none) with the rule's message for the approvers:
-// the execution is waiting.
-func (d *dispatch) requestApproval(stepID string, c call, reason, ruleID, message string) (replay.Approval, error) {
+// requestApproval appends approval.requested for c as dec asks it: the
+// deciding rule's ID ("" for none), and its approval settings — the
+// message and approvers, and ExpiresAt, now on the kernel's clock plus
+// the timeout (none without one). The execution is waiting.
+func (d *dispatch) requestApproval(stepID string, c call, dec policy.Decision) (replay.Approval, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usableLocked(); err != nil {
 		return replay.Approval{}, err
 	}
-	err := d.appendLocked(false, &eventlog.ApprovalRequested{
-		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args, Reason: reason, RuleID: ruleID,
-		Message: message,
-	})
-	if err != nil {
+	req := &eventlog.ApprovalRequested{
+		StepID: stepID, StepKind: c.kind, Target: c.target, Args: c.args, Reason: dec.Reason, RuleID: dec.RuleID,
+	}
+	if as := dec.ApprovalSettings; as != nil {
+		req.Message, req.Approvers = as.Message, slices.Clone(as.Approvers)
+		if as.Timeout > 0 {
+			req.ExpiresAt = eventlog.WakeAfter(d.k.now(), as.Timeout)
+		}
+	}
+	if err := d.appendLocked(false, req); err != nil {
 		return replay.Approval{}, err
 	}
 	d.k.logger.Info("forkline: approval requested", "execution", d.id.String(), "step", stepID,
-		"kind", string(c.kind), "target", c.target, "reason", reason)
+		"kind", string(c.kind), "target", c.target, "reason", dec.Reason)
 	a, _ := d.state.Approval(stepID)
 	return a, nil
 }
 
 // awaitDecision waits until the approval of step stepID is decided and
-// returns it. Past ParkAfter the dispatch parks (ParkApproval) and it
-// returns an error wrapping ErrWaiting; when ctx ends first, ctx's error.
-// Nothing is appended.
+// returns it. Past the request's ExpiresAt (on the kernel's clock) it
+// denies the call as expired (expireLocked) and returns that denial.
+// Past ParkAfter the dispatch parks (ParkApproval) until the expiry, and
+// it returns an error wrapping ErrWaiting; when ctx ends first, ctx's
+// error, and nothing is appended.
 func (d *dispatch) awaitDecision(ctx context.Context, stepID string, c call) (replay.Approval, error) {
 	park := d.k.clock.After(d.k.parkAfter)
+	var expiry <-chan time.Time
+	expired := false // the expiry's timer fired
 	for {
 		d.mu.Lock()
-		if a, _ := d.state.Approval(stepID); a.Decision != "" {
+		a, _ := d.state.Approval(stepID)
+		if a.Decision != "" {
 			d.mu.Unlock()
 			return a, nil
 		}
 		if err := d.usableLocked(); err != nil {
 			if d.parked != "" {
 				d.awaiting = append(d.awaiting, stepID)
+				d.parkUntilLocked(d.parked, a.ExpiresAt)
 			}
 			d.mu.Unlock()
 			return replay.Approval{}, err
+		}
+		if !a.ExpiresAt.IsZero() {
+			if expired || !d.k.now().Before(a.ExpiresAt) {
+				decided, err := d.expireLocked(stepID, c, a)
+				d.mu.Unlock()
+				if decided {
+					continue // a decision taken from the inbox wins over the expiry
+				}
+				return replay.Approval{}, err
+			}
+			if expiry == nil {
+				expiry = d.k.clock.After(a.ExpiresAt.Sub(d.k.now()))
+			}
 		}
 		decided := d.decidedLocked()
 		d.mu.Unlock()
 		select {
 		case <-decided:
+		case <-expiry:
+			expired = true
 		case <-park:
 			d.mu.Lock()
-			d.parkUntilLocked(eventlog.ParkApproval, time.Time{})
+			d.parkUntilLocked(eventlog.ParkApproval, a.ExpiresAt)
 			d.awaiting = append(d.awaiting, stepID)
 			d.mu.Unlock()
 			return replay.Approval{}, fmt.Errorf("sdk: %s %q: approval of step %s: %w", c.kind, c.target, stepID, ErrWaiting)
@@ -504,6 +589,25 @@ func (d *dispatch) awaitDecision(ctx context.Context, stepID string, c call) (re
 			return replay.Approval{}, fmt.Errorf("sdk: %s %q: wait for approval cancelled: %w", c.kind, c.target, context.Cause(ctx))
 		}
 	}
+}
+
+// expireLocked ends the wait for approval a of step stepID, past its
+// ExpiresAt (DESIGN §17, §21½.10): it first takes the inbox's requests,
+// and when that brings the step's decision it reports decided — a
+// decision already in the inbox wins over the expiry. Otherwise it
+// appends step.denied{Code: approval_expired} with the request's rule and
+// returns the *DeniedError (ErrApprovalExpired). d.mu is held.
+func (d *dispatch) expireLocked(stepID string, c call, a replay.Approval) (decided bool, err error) {
+	if err := d.takeRequestsLocked(); err != nil {
+		return false, err
+	}
+	if now, _ := d.state.Approval(stepID); now.Decision != "" {
+		return true, nil
+	}
+	reason := "approval expired at " + a.ExpiresAt.UTC().Format(time.RFC3339) + " undecided"
+	d.k.logger.Info("forkline: approval expired", "execution", d.id.String(), "step", stepID,
+		"kind", string(c.kind), "target", c.target, "expires_at", a.ExpiresAt)
+	return false, d.denyLocked(stepID, c, reason, eventlog.DenyApprovalExpired, a.RuleID)
 }
 
 // deny records that c (step stepID) does not run: step.denied with
@@ -514,6 +618,11 @@ func (d *dispatch) awaitDecision(ctx context.Context, stepID string, c call) (re
 func (d *dispatch) deny(stepID string, c call, reason string, code eventlog.DenialCode, ruleID string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.denyLocked(stepID, c, reason, code, ruleID)
+}
+
+// denyLocked is deny with d.mu held.
+func (d *dispatch) denyLocked(stepID string, c call, reason string, code eventlog.DenialCode, ruleID string) error {
 	if err := d.usableLocked(); err != nil {
 		return err
 	}

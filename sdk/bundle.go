@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/policy"
 )
 
@@ -15,7 +16,10 @@ import (
 // (RuleID; "" for the bundle's default) and reason, and the call returns a
 // *[DeniedError] carrying them (errors.Is(err, [ErrDenied])); an approve
 // decision records approval.requested with the rule's id, its reason and
-// its approval message, and waits for a decision as any approval does. A
+// its approval settings — message, approvers, and an ExpiresAt from its
+// timeout (see Kernel.Approve) — and waits for a decision as any approval
+// does; past ExpiresAt undecided the call is step.denied{Code:
+// approval_expired} ([ErrApprovalExpired]). A
 // replayed call never asks again: a recorded denial returns the same
 // *DeniedError, Code and RuleID included.
 //
@@ -24,9 +28,19 @@ import (
 // bundle's, when both ask. The bundle is asked first; when it denies, the
 // gate is not asked.
 //
-// This kernel does not apply rate limits, approvals that expire or name
-// their approvers yet: a bundle with a rule that has then.rate_limit, or
-// then.approval with a timeout or approvers, is refused with [ErrInvalid],
+// A rule's then.rate_limit is applied with the store's eventlog.Limiter,
+// shared by every kernel on the store (DESIGN §17): a live attempt the
+// rule allows (or whose approval it asked was granted) takes one call of
+// the rule's window for its scope (key [policy.RateLimit.Key]) just before
+// its step.started. Over the limit, a call that would be admitted within
+// max_wait waits — parking past [ParkAfter] with dispatch.parked{Reason:
+// rate_limit}, run again by Serve at the wake time — and any other is
+// step.denied{Code: rate_limited, RuleID}, returning a *DeniedError that
+// is [ErrRateLimited]. A limiter that fails lets the call run
+// (on_limiter_error: open, the default) or denies it so (closed). A
+// replayed call never takes a call of a window; a fork's live attempts
+// do. A bundle with a rate limit on a log that keeps none (no
+// eventlog.Limiter through its wrappers) is refused with [ErrInvalid],
 // rather than installed and silently not enforced. A nil bundle is
 // ErrInvalid too.
 func WithBundle(b *policy.Bundle) Option {
@@ -34,14 +48,10 @@ func WithBundle(b *policy.Bundle) Option {
 		if b == nil {
 			return fmt.Errorf("%w: nil bundle", ErrInvalid)
 		}
+		var lim eventlog.Limiter
 		for _, r := range b.Rules() {
-			switch {
-			case r.RateLimit != nil:
-				return fmt.Errorf("%w: bundle rule %q (line %d): then.rate_limit is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
-			case r.Approval != nil && r.Approval.Timeout > 0:
-				return fmt.Errorf("%w: bundle rule %q (line %d): then.approval.timeout is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
-			case r.Approval != nil && len(r.Approval.Approvers) > 0:
-				return fmt.Errorf("%w: bundle rule %q (line %d): then.approval.approvers is not applied by this kernel yet", ErrInvalid, r.ID, r.Line)
+			if r.RateLimit != nil && !eventlog.As(k.log, &lim) {
+				return fmt.Errorf("%w: bundle rule %q (line %d): then.rate_limit needs a log that keeps rate limits (eventlog.Limiter); this one does not", ErrInvalid, r.ID, r.Line)
 			}
 		}
 		k.bundle = b
@@ -96,12 +106,4 @@ func (d *dispatch) askGate(ctx context.Context, pc policy.Call) (dec policy.Deci
 		}
 	}()
 	return d.k.gate(ctx, pc)
-}
-
-// approvalMessage is the message of dec's approval settings, "" for none.
-func approvalMessage(dec policy.Decision) string {
-	if dec.ApprovalSettings == nil {
-		return ""
-	}
-	return dec.ApprovalSettings.Message
 }

@@ -303,9 +303,9 @@ rules:
 	}
 }
 
-// TestWithBundleRefuses: a nil bundle, and a bundle with settings this
-// kernel does not apply (rate limits, approvals that expire or name their
-// approvers), are ErrInvalid naming the rule; New makes no kernel.
+// TestWithBundleRefuses: a nil bundle, and a bundle with a rate limit on
+// a log that keeps no limits (eventlog.Limiter; here hidden by a wrapper
+// without Unwrap), are ErrInvalid naming the rule; New makes no kernel.
 func TestWithBundleRefuses(t *testing.T) {
 	rule := func(then string) string {
 		return "default: allow\nrules:\n  - id: r1\n    priority: 1\n    then: " + then + "\n"
@@ -313,14 +313,18 @@ func TestWithBundleRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		bundle *policy.Bundle
+		hide   bool // the log is a wrapper that hides the store's Limiter
 		says   string
 	}{
-		{"nil", nil, "nil bundle"},
-		{"rate limit", mustBundle(t, rule("{decision: allow, rate_limit: {max_calls: 1, window: 1m}}")), `"r1" (line 3): then.rate_limit`},
-		{"timeout", mustBundle(t, rule("{decision: approve, approval: {timeout: 1h}}")), `"r1" (line 3): then.approval.timeout`},
-		{"approvers", mustBundle(t, rule("{decision: approve, approval: {approvers: [alice]}}")), `"r1" (line 3): then.approval.approvers`},
+		{"nil", nil, false, "nil bundle"},
+		{"rate limit without a limiter", mustBundle(t, rule("{decision: allow, rate_limit: {max_calls: 1, window: 1m}}")), true,
+			`"r1" (line 3): then.rate_limit needs a log that keeps rate limits`},
 	} {
-		k, err := sdk.New(newStore(t), sdk.WithBundle(c.bundle))
+		var log eventlog.IndexedLog = newStore(t)
+		if c.hide {
+			log = hiddenLeaser{log}
+		}
+		k, err := sdk.New(log, sdk.WithBundle(c.bundle))
 		if !errors.Is(err, sdk.ErrInvalid) || k != nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: New = %v, %v; want ErrInvalid saying %q", c.name, k, err, c.says)
 		}

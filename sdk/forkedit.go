@@ -38,8 +38,9 @@ type forkEdit struct {
 	messages []Message
 	covered  bool
 	verify   bool
-	deadline time.Time // the fork's own (Deadline); zero for none
-	version  *string   // OnVersion; nil: the parent's
+	deadline time.Time       // the fork's own (Deadline); zero for none
+	version  *string         // OnVersion; nil: the parent's
+	budget   eventlog.Limits // the fork's own (Budget); zero to inherit the parent's
 }
 
 // forkResult is one WithResult, or the WithToolArgs of one step.
@@ -284,6 +285,9 @@ func (k *Kernel) forkOptions(ctx context.Context, id eventlog.ID, e forkEdit) ([
 	}
 	if e.version != nil {
 		out = append(out, fork.WithVersion(*e.version))
+	}
+	if e.budget != (eventlog.Limits{}) {
+		out = append(out, fork.WithBudget(e.budget))
 	}
 	return out, nil
 }

@@ -40,6 +40,7 @@ const MaxKeyLen = 1024
 type startOptions struct {
 	key        string
 	deadline   time.Time
+	budget     eventlog.Limits // Budget
 	caller     eventlog.ID
 	callerStep string // the caller's StepID of the child step (Agent.Call)
 }

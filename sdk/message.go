@@ -651,10 +651,16 @@ type ExecutionDetails struct {
 	// under (SetEvent), and Events the values in order.
 	EventKeys []string
 	Events    []replay.EventValue
+	// Budget is the lineage's budget (sdk.Budget; a fork's own, else its
+	// parent's) and Spend what the lineage spent against it, a fork's
+	// prefix included (DESIGN §17, §21½.9). Info's Tokens, by contrast,
+	// counts the own run only.
+	Budget Limits
+	Spend  Spend
 }
 
 // Info returns execution id's store Info with its messages, pending and
-// dropped ones, and published events. It folds the lineage. An unknown id
+// dropped ones, published events, and budget and spend. It folds the lineage. An unknown id
 // is eventlog.ErrNotFound.
 func (k *Kernel) Info(ctx context.Context, id eventlog.ID) (*ExecutionDetails, error) {
 	info, err := k.log.Info(ctx, id)
@@ -665,7 +671,8 @@ func (k *Kernel) Info(ctx context.Context, id eventlog.ID) (*ExecutionDetails, e
 	if err != nil {
 		return nil, fmt.Errorf("sdk: info %s: %w", id, err)
 	}
-	out := &ExecutionDetails{Info: info, Messages: st.Messages(), EventKeys: st.EventKeys(), Events: st.Events()}
+	out := &ExecutionDetails{Info: info, Messages: st.Messages(), EventKeys: st.EventKeys(), Events: st.Events(),
+		Budget: budgetOf(st.Budget), Spend: Spend{Tokens: st.Tokens, LLMCalls: st.LLMCalls, ToolCalls: st.ToolCalls}}
 	var inbox eventlog.Inbox
 	if eventlog.As(k.log, &inbox) {
 		reqs, err := inbox.Requests(ctx, id)

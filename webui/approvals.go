@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -57,8 +58,9 @@ func decider(r *http.Request) string {
 // decide records a person's decision on the approval that step (a form
 // value) of execution {id} awaits, as a request the execution's owner
 // records (Kernel.Approve, Kernel.Reject), then sends the browser to the
-// execution's page. Deciding a step that awaits no decision is 409 and
-// writes nothing.
+// execution's page. Deciding a step that awaits no decision is 409, and
+// a decider (by) not among the request's approvers 403; both write
+// nothing.
 func (s *server) decide(approve bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		info, ok := s.info(w, r)
@@ -81,6 +83,12 @@ func (s *server) decide(approve bool) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}
+		if errors.Is(err, sdk.ErrForbidden) {
+			// Not one of the request's approvers (a guardrail, not
+			// authentication: the page believes the name given).
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
 		if errors.Is(err, sdk.ErrInvalid) {
 			badRequest(w, "%v", err)
 			return
@@ -94,4 +102,33 @@ func (s *server) decide(approve bool) http.HandlerFunc {
 		w.Header().Set("Location", "../"+info.ID.String())
 		w.WriteHeader(http.StatusSeeOther)
 	}
+}
+
+// policyDecision is one decision a policy recorded on a call (DESIGN §17):
+// a step.denied or an approval.requested, with the rule that made it.
+type policyDecision struct {
+	Seq      uint64
+	Decision string // "denied CODE" or "approval asked"
+	Call     string // kind and target
+	RuleID   string // "" for a gate's or the bundle default's decision
+	Reason   string
+}
+
+// policyDecisions lists the step.denied and approval.requested events of
+// evs, in order.
+func policyDecisions(evs []eventlog.Event) []policyDecision {
+	var out []policyDecision
+	for _, ev := range evs {
+		switch p := ev.Data.(type) {
+		case *eventlog.StepDenied:
+			d := "denied"
+			if p.Code != "" {
+				d += " " + string(p.Code)
+			}
+			out = append(out, policyDecision{Seq: ev.Seq, Decision: d, Call: string(p.StepKind) + " " + p.Target, RuleID: p.RuleID, Reason: p.Reason})
+		case *eventlog.ApprovalRequested:
+			out = append(out, policyDecision{Seq: ev.Seq, Decision: "approval asked", Call: string(p.StepKind) + " " + p.Target, RuleID: p.RuleID, Reason: p.Reason})
+		}
+	}
+	return out
 }

@@ -209,6 +209,37 @@ type executionPage struct {
 	// included (a fold of its events, DESIGN §16); Info.Tokens is the
 	// own run's, which the store keeps.
 	Tokens eventlog.Tokens
+	// Decisions are the policy's recorded decisions over the lineage:
+	// each denial and approval request with its rule id and reason.
+	Decisions []policyDecision
+	// Spend is what the lineage spent against its budget (DESIGN §17),
+	// each limit shown beside its spend; empty without a budget.
+	Spend []spendItem
+}
+
+// spendItem is one line of spend against a budget's limit: Limit 0 is
+// no limit.
+type spendItem struct {
+	What         string
+	Spent, Limit uint64
+	Reached      bool
+}
+
+// spendItems lists d's spend against its budget, nil when it has none.
+func spendItems(d *sdk.ExecutionDetails) []spendItem {
+	if d.Budget == (sdk.Limits{}) {
+		return nil
+	}
+	return []spendItem{
+		spendOf("tokens", d.Spend.Tokens.Input+d.Spend.Tokens.Output, d.Budget.MaxTokens),
+		spendOf("llm calls", d.Spend.LLMCalls, d.Budget.MaxLLMCalls),
+		spendOf("tool calls", d.Spend.ToolCalls, d.Budget.MaxToolCalls),
+	}
+}
+
+// spendOf is the spendItem of spent against limit (0: none).
+func spendOf(what string, spent uint64, limit int64) spendItem {
+	return spendItem{What: what, Spent: spent, Limit: uint64(limit), Reached: limit > 0 && spent >= uint64(limit)}
 }
 
 func (s *server) execution(w http.ResponseWriter, r *http.Request) {
@@ -239,10 +270,18 @@ func (s *server) execution(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	if page.Tokens, err = s.tokens(ctx, info.ID); err != nil {
+	details, err := s.k.Info(ctx, info.ID)
+	if err != nil {
 		fail(w, err)
 		return
 	}
+	page.Tokens, page.Spend = details.Spend.Tokens, spendItems(details)
+	evs, err := s.lineage(ctx, info.ID, 1)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	page.Decisions = policyDecisions(evs)
 	if info.Status == eventlog.StatusWaiting {
 		if page.Pending, err = s.k.AwaitedApprovals(ctx, info.ID); err != nil {
 			fail(w, err)
@@ -285,21 +324,6 @@ func (s *server) timeline(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_, _ = w.Write(buf.Bytes())
-}
-
-// tokens folds the usage of id's llm calls over its whole lineage.
-func (s *server) tokens(ctx context.Context, id eventlog.ID) (eventlog.Tokens, error) {
-	var t eventlog.Tokens
-	for ev, err := range s.k.Log().Events(ctx, id, 1) {
-		if err != nil {
-			return eventlog.Tokens{}, err
-		}
-		if p, ok := ev.Data.(*eventlog.StepSucceeded); ok {
-			t.Input += p.Tokens.Input
-			t.Output += p.Tokens.Output
-		}
-	}
-	return t, nil
 }
 
 // lineage reads id's events from seq from.

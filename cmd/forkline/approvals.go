@@ -21,6 +21,10 @@ type approvalRow struct {
 	Target      string          `json:"target"`
 	Args        json.RawMessage `json:"args"` // the call's args as JSON (a JSON string when they are not JSON)
 	Reason      string          `json:"reason"`
+	RuleID      string          `json:"rule_id,omitempty"`   // the policy rule that asked
+	Message     string          `json:"message,omitempty"`   // the rule's message for the approvers
+	Approvers   []string        `json:"approvers,omitempty"` // who may decide; none: anyone
+	ExpiresAt   string          `json:"expires_at,omitempty"`
 	Seq         uint64          `json:"seq"`
 	RequestedAt string          `json:"requested_at"`
 }
@@ -40,8 +44,12 @@ func cmdApprovals(e *env, agent string) error {
 		for _, a := range list {
 			rows = append(rows, approvalRow{
 				Execution: a.Execution.String(), Agent: a.Agent, Step: a.StepID, Kind: string(a.StepKind),
-				Target: a.Target, Args: argsJSON(a.Args), Reason: a.Reason, Seq: a.RequestedAt, RequestedAt: timeText(a.Time),
+				Target: a.Target, Args: argsJSON(a.Args), Reason: a.Reason, RuleID: a.RuleID, Message: a.Message,
+				Approvers: a.Approvers, Seq: a.RequestedAt, RequestedAt: timeText(a.Time),
 			})
+			if !a.ExpiresAt.IsZero() {
+				rows[len(rows)-1].ExpiresAt = timeText(a.ExpiresAt)
+			}
 		}
 		if e.opts.json {
 			return writeJSON(e.stdout, map[string]any{"approvals": rows})
@@ -59,10 +67,24 @@ func cmdApprovals(e *env, agent string) error {
 				// quoted: a person decides on what the call does.
 				target += " " + string(r.Args)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (seq %d)\n", r.Execution, r.Step, target, clip(oneLine(r.Reason), 60), r.RequestedAt, r.Seq)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (seq %d)\n", r.Execution, r.Step, target, clip(oneLine(r.Reason), 60)+whoAndWhen(r), r.RequestedAt, r.Seq)
 		}
 		return tw.Flush()
 	})
+}
+
+// whoAndWhen is what an approval row adds to its reason when its rule
+// names them (DESIGN §17): who may decide and when it expires; "" when it
+// names neither.
+func whoAndWhen(r approvalRow) string {
+	var t string
+	if len(r.Approvers) > 0 {
+		t += "; approvers: " + strings.Join(r.Approvers, ", ")
+	}
+	if r.ExpiresAt != "" {
+		t += "; expires " + r.ExpiresAt
+	}
+	return t
 }
 
 // argsJSON is a call's recorded args as they print: the JSON itself, or
@@ -109,7 +131,7 @@ func cmdDecide(e *env, approve bool, prefix, step, by, note string) error {
 		} else {
 			err = k.Reject(e.ctx, info.ID, stepID, opts...)
 		}
-		if errors.Is(err, sdk.ErrNoPendingApproval) || errors.Is(err, sdk.ErrInvalid) {
+		if errors.Is(err, sdk.ErrNoPendingApproval) || errors.Is(err, sdk.ErrInvalid) || errors.Is(err, sdk.ErrForbidden) {
 			return &inputError{err}
 		}
 		if err != nil {

@@ -152,7 +152,11 @@
 // (step.succeeded Tokens, DESIGN §16) — a fork's prefix included — into
 // the events header (", N+M tokens") and --json "tokens", and, for show,
 // a "tokens" line up to the event shown; a lineage without usage shows
-// none.
+// none. show prints a lineage's budget (sdk.Budget, DESIGN §17) as a
+// "budget" line — its limits and the spend up to the event shown: tokens,
+// llm calls and tool calls, a fork's prefix included — and --json as
+// "budget" {"limits", "tokens", "llm_calls", "tool_calls"}; a lineage
+// without a budget shows none.
 //
 // A scan of a lineage shows a progress line on stderr every 10,000 events
 // when stderr is a terminal, or always with --progress.

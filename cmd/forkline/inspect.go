@@ -388,6 +388,39 @@ type lineage struct {
 	// tokens sums the llm steps' recorded usage (DESIGN §16), the
 	// prefix of a fork included.
 	tokens eventlog.Tokens
+	// budget is the lineage's budget (DESIGN §17: of execution.created,
+	// replaced by a fork.created's own), llmCalls and toolCalls its live
+	// calls (step.started of the kind), the prefix of a fork included:
+	// with tokens, the spend the budget limits.
+	budget              eventlog.Limits
+	llmCalls, toolCalls uint64
+}
+
+// budgetText is show's "budget" line: the limits and the spend to seq,
+// "" for a lineage without a budget.
+func (l *lineage) budgetText(seq uint64) string {
+	if l.budget == (eventlog.Limits{}) {
+		return ""
+	}
+	var limits []string
+	for _, f := range []struct {
+		n    uint64
+		what string
+	}{{l.budget.MaxTokens, "tokens"}, {l.budget.MaxLLMCalls, "llm calls"}, {l.budget.MaxToolCalls, "tool calls"}} {
+		if f.n != 0 {
+			limits = append(limits, fmt.Sprintf("%d %s", f.n, f.what))
+		}
+	}
+	return fmt.Sprintf("%s (spent to seq %d: %d tokens, %d llm calls, %d tool calls)", strings.Join(limits, ", "), seq,
+		l.tokens.Input+l.tokens.Output, l.llmCalls, l.toolCalls)
+}
+
+// budgetJSON is show --json's "budget": the limits and the spend.
+type budgetJSON struct {
+	Limits    eventlog.Limits `json:"limits"`
+	Tokens    uint64          `json:"tokens"`
+	LLMCalls  uint64          `json:"llm_calls"`
+	ToolCalls uint64          `json:"tool_calls"`
 }
 
 // readLineage reads info's lineage up to seq upTo (0: the head it had when
@@ -410,9 +443,23 @@ func readLineage(e *env, log eventlog.Log, info eventlog.Info, upTo uint64) (*li
 			return nil, fmt.Errorf("execution %s: %w", info.ID, err)
 		}
 		l.steps.Add(ev)
-		if ss, ok := ev.Data.(*eventlog.StepSucceeded); ok {
-			l.tokens.Input += ss.Tokens.Input
-			l.tokens.Output += ss.Tokens.Output
+		switch p := ev.Data.(type) {
+		case *eventlog.StepSucceeded:
+			l.tokens.Input += p.Tokens.Input
+			l.tokens.Output += p.Tokens.Output
+		case *eventlog.ExecutionCreated:
+			l.budget = p.Budget
+		case *eventlog.ForkCreated:
+			if p.Budget != (eventlog.Limits{}) {
+				l.budget = p.Budget
+			}
+		case *eventlog.StepStarted:
+			switch p.StepKind {
+			case eventlog.StepLLM:
+				l.llmCalls++
+			case eventlog.StepTool:
+				l.toolCalls++
+			}
 		}
 		l.events = append(l.events, ev)
 		p.tick()
@@ -454,8 +501,11 @@ type showJSON struct {
 	// Message is, for a message.received, what became of the message.
 	Message *messageJSON `json:"message,omitempty"`
 	// Tokens sums the usage of the lineage's llm calls up to Seq.
-	Tokens   *eventlog.Tokens `json:"tokens,omitempty"`
-	Coverage *pointJSON       `json:"coverage"`
+	Tokens *eventlog.Tokens `json:"tokens,omitempty"`
+	// Budget is the lineage's budget and its spend up to Seq; none
+	// without a budget.
+	Budget   *budgetJSON `json:"budget,omitempty"`
+	Coverage *pointJSON  `json:"coverage"`
 }
 
 // eventJSON is one event in --json output.
@@ -783,6 +833,9 @@ func cmdShow(e *env, idArg, seqArg string) error {
 			if l.tokens != (eventlog.Tokens{}) {
 				out.Tokens = &l.tokens
 			}
+			if l.budget != (eventlog.Limits{}) {
+				out.Budget = &budgetJSON{Limits: l.budget, Tokens: l.tokens.Input + l.tokens.Output, LLMCalls: l.llmCalls, ToolCalls: l.toolCalls}
+			}
 			return writeJSON(e.stdout, out)
 		}
 		tw := newTable(e.stdout)
@@ -803,6 +856,9 @@ func cmdShow(e *env, idArg, seqArg string) error {
 		}
 		if l.tokens != (eventlog.Tokens{}) {
 			fmt.Fprintf(tw, "tokens\t%d in, %d out (the lineage's llm calls to seq %d)\n", l.tokens.Input, l.tokens.Output, seq)
+		}
+		if b := l.budgetText(seq); b != "" {
+			fmt.Fprintf(tw, "budget\t%s\n", b)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
