@@ -52,6 +52,48 @@ func inked(t *testing.T, shot []byte) (ink, total int) {
 	return ink, b.Dx() * b.Dy()
 }
 
+// browser is one test's headless chromium tab: Do runs actions, failing
+// the test on an error; Text reads an element's text.
+type browser struct {
+	t   *testing.T
+	ctx context.Context // the tab's, with the test's 90 s limit
+}
+
+// openBrowser starts chromium at path with a window height px tall; it
+// closes when the test's cleanups run, so a server the page streams from
+// must be closed by a cleanup registered before it (t.Cleanup(srv.Close)),
+// not by a defer, which would wait for the page's live streams.
+func openBrowser(t *testing.T, path string, height int) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, height), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelA)
+	bctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(cancelB)
+	bctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancelT)
+	return &browser{t: t, ctx: bctx}
+}
+
+// Do runs steps in the tab.
+func (b *browser) Do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// Text returns the text of the element sel selects.
+func (b *browser) Text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return s
+}
+
 // TestBrowser drives the page in headless chromium, signed in through
 // /login?token= with a token and the Host check on: the list shows a
 // running execution, its page gains events while it runs, and forking from
@@ -77,15 +119,9 @@ func TestBrowser(t *testing.T) {
 	}()
 
 	srv := httptest.NewServer(webui.Handler(r.k, webui.WithToken(secret), webui.WithHosts()))
-	defer srv.Close() // after the browser is gone, with its live streams
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 1000), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	bctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelT()
+	t.Cleanup(srv.Close) // after the browser is gone (openBrowser), with its live streams
+	br := openBrowser(t, path, 1000)
+	bctx := br.ctx
 
 	do := func(steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -110,28 +109,9 @@ func TestDiffBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 800), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	bctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelT()
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	br := openBrowser(t, path, 800)
+	bctx := br.ctx
+	do, text := br.Do, br.Text
 	shot := func() []byte {
 		t.Helper()
 		b, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))

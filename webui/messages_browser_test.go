@@ -62,7 +62,7 @@ func TestBrowserSendForm(t *testing.T) {
 	}
 
 	srv := httptest.NewServer(webui.Handler(k, webui.WithToken(secret), webui.WithHosts()))
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the browser is gone (openBrowser)
 	// Another origin on the same host: a page that posts the form to the
 	// execution as soon as it loads.
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,30 +71,11 @@ func TestBrowserSendForm(t *testing.T) {
 <input name="topic" value="user"><input name="value" value='"from elsewhere"'></form>
 <script>document.getElementById("f").submit()</script>`, srv.URL, id)
 	}))
-	defer evil.Close()
+	t.Cleanup(evil.Close)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 1000), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	bctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelT()
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	br := openBrowser(t, path, 1000)
+	bctx := br.ctx
+	do, text := br.Do, br.Text
 
 	do(chromedp.Navigate(srv.URL + "/login?token=" + secret))
 

@@ -76,15 +76,9 @@ func TestBrowserReplyGrows(t *testing.T) {
 	ran := make(chan error, 1)
 
 	srv := httptest.NewServer(webui.Handler(k))
-	defer srv.Close()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 1000), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	bctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelT()
+	t.Cleanup(srv.Close) // after the browser is gone (openBrowser)
+	br := openBrowser(t, path, 1000)
+	bctx := br.ctx
 	reply := func() string {
 		t.Helper()
 		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("#replies pre")).map(function (p) { return p.id + "=" + p.textContent; }).join("|")`))
