@@ -43,13 +43,20 @@ func ParseToolArg(s string) (ToolArg, error) {
 
 // EditToolArgs returns body — the response body of a model call that asks
 // for tools — with the arguments of one tool call changed: each of args
-// sets its key to its value. It reads two formats:
+// sets its key to its value. It reads these formats:
 //
 //   - an OpenAI chat completion: choices[].message.tool_calls[], whose
 //     function.arguments is a JSON object encoded as a string (it stays
 //     one);
 //   - an Anthropic message (type "message"): content[] blocks of type
-//     tool_use, whose input is the object.
+//     tool_use, whose input is the object;
+//   - either one streamed (server-sent events, DESIGN §16): OpenAI's
+//     chat.completion.chunk deltas, whose tool_calls[].function.arguments
+//     arrive in fragments, and Anthropic's content_block_start of a
+//     tool_use block with its input_json_delta fragments. The stream is
+//     re-chunked for the edited call only: its whole edited arguments go
+//     in the event that carried its first fragment and its later fragments
+//     become empty; every other event keeps its bytes.
 //
 // tool names the call by its tool's name, or by the call's ID (OpenAI's
 // "call_…", Anthropic's "toolu_…") when the reply calls that tool more
@@ -57,9 +64,8 @@ func ParseToolArg(s string) (ToolArg, error) {
 // is refused rather than added. Objects along the way keep their keys'
 // order and every untouched value keeps its bytes.
 //
-// A body that is not JSON (a streamed reply: edit it whole with
-// WithOverride), a JSON body of neither format, a tool the reply does not
-// call, an ambiguous name, an unknown key, or no args is an error wrapping
+// A body of none of these formats, a tool the reply does not call, an
+// ambiguous name, an unknown key, or no args is an error wrapping
 // [eventlog.ErrInvalid] that names what was wrong.
 func EditToolArgs(body []byte, tool string, args ...ToolArg) ([]byte, error) {
 	if tool == "" {
@@ -68,19 +74,7 @@ func EditToolArgs(body []byte, tool string, args ...ToolArg) ([]byte, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("%w: fork: edit tool args of %s: no key=value given", eventlog.ErrInvalid, tool)
 	}
-	top, err := parseObject(body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: fork: edit tool args of %s: the reply is not a JSON object (a streamed reply cannot be edited by key; replace it whole)", eventlog.ErrInvalid, tool)
-	}
-	var calls []*toolCall
-	switch {
-	case top.has("choices"):
-		calls, err = openAICalls(top)
-	case top.has("content") && bytes.Equal(bytes.TrimSpace(top.get("type")), []byte(`"message"`)):
-		calls, err = anthropicCalls(top)
-	default:
-		err = errors.New("the reply is neither an OpenAI chat completion (choices) nor an Anthropic message (type message, content)")
-	}
+	calls, encode, err := replyCalls(body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: fork: edit tool args of %s: %v", eventlog.ErrInvalid, tool, err)
 	}
@@ -102,7 +96,61 @@ func EditToolArgs(body []byte, tool string, args ...ToolArg) ([]byte, error) {
 		call.args.set(a.Key, a.Value)
 	}
 	call.commit()
-	return top.encode(), nil
+	return encode(), nil
+}
+
+// ToolCall is one tool call a model reply asks for, as [ToolCalls] finds
+// it: the call's ID, its tool's name, and its arguments (a JSON object).
+type ToolCall struct {
+	ID   string
+	Name string
+	Args json.RawMessage
+}
+
+// ToolCalls lists the tool calls a model reply's body asks for, in order,
+// in the formats [EditToolArgs] reads (whole or streamed); a reply that
+// calls no tool has none. A body of none of those formats, or a call whose
+// arguments are not a JSON object, is an error wrapping
+// [eventlog.ErrInvalid].
+func ToolCalls(body []byte) ([]ToolCall, error) {
+	calls, _, err := replyCalls(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fork: tool calls: %v", eventlog.ErrInvalid, err)
+	}
+	out := make([]ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = ToolCall{ID: c.id, Name: c.name, Args: c.args.encode()}
+	}
+	return out, nil
+}
+
+// replyCalls finds the tool calls of a reply body, and encode, which
+// writes the body back with what the calls' commits changed.
+func replyCalls(body []byte) ([]*toolCall, func() []byte, error) {
+	top, err := parseObject(body)
+	if err != nil {
+		calls, encode, found, err := streamCalls(body)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !found {
+			return nil, nil, errors.New("the reply is neither a JSON object nor a stream of JSON server-sent events")
+		}
+		return calls, encode, nil
+	}
+	var calls []*toolCall
+	switch {
+	case top.has("choices"):
+		calls, err = openAICalls(top)
+	case top.has("content") && bytes.Equal(bytes.TrimSpace(top.get("type")), []byte(`"message"`)):
+		calls, err = anthropicCalls(top)
+	default:
+		err = errors.New("the reply is neither an OpenAI chat completion (choices) nor an Anthropic message (type message, content)")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return calls, func() []byte { return top.encode() }, nil
 }
 
 // toolCall is one tool call found in a reply: its name, ID and arguments,

@@ -78,7 +78,10 @@ func TestEditToolArgsErrors(t *testing.T) {
 		args       []string
 		msg        string
 	}{
-		{"data: {}\n\n", "deploy", []string{"a=b"}, "not a JSON object"},
+		{"data: {}\n\n", "deploy", []string{"a=b"}, "calls no tool"},
+		{"plain text\n", "deploy", []string{"a=b"}, "neither a JSON object nor a stream of JSON server-sent events"},
+		{"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"w\",\"arguments\":\"[1\"}}]}}]}\n\n",
+			"w", []string{"a=b"}, "its streamed arguments are not a JSON object"},
 		{`{"answer":42}`, "deploy", []string{"a=b"}, "neither an OpenAI chat completion"},
 		{openAIReply, "deploy", []string{"a=b"}, `calls none such; it calls write_file (call_1), read_file (call_2), read_file (call_3)`},
 		{openAIReply, "read_file", []string{"path=x"}, "2 times; name the call by its ID: call_2, call_3"},
@@ -96,5 +99,94 @@ func TestEditToolArgsErrors(t *testing.T) {
 		if _, err := fork.ParseToolArg(s); !errors.Is(err, eventlog.ErrInvalid) {
 			t.Errorf("ParseToolArg(%q) = %v; want ErrInvalid", s, err)
 		}
+	}
+}
+
+// openAIStream is a streamed chat completion as OpenAI sends it: the
+// write_file call's arguments in three fragments, a read_file call in one.
+const openAIStream = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"write_file","arguments":""}}]}}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.go\",\"content\""}}]}}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":\"package a\"}"}}]}}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"b.go\"}"}}]}}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+`
+
+// anthropicStream is a streamed Anthropic message with a tool_use block
+// whose input arrives in two fragments.
+const anthropicStream = "event: message_start\r\n" +
+	`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[]}}` + "\r\n\r\n" +
+	"event: content_block_start\r\n" +
+	`data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"deploy","input":{}}}` + "\r\n\r\n" +
+	"event: content_block_delta\r\n" +
+	`data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"env\":\"sta"}}` + "\r\n\r\n" +
+	"event: content_block_delta\r\n" +
+	`data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"ging\",\"replicas\":2}"}}` + "\r\n\r\n" +
+	"event: message_stop\r\n" +
+	`data: {"type":"message_stop"}` + "\r\n\r\n"
+
+// TestEditToolArgsStreamed: in a streamed reply the edited call's whole
+// arguments go in its first fragment's event, its later fragments become
+// empty, and every other event keeps its bytes; ToolCalls reads the calls
+// back whole, edited (DESIGN §16: an edit of a streamed reply).
+func TestEditToolArgsStreamed(t *testing.T) {
+	calls, err := fork.ToolCalls([]byte(openAIStream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2 || calls[0].ID != "call_1" || calls[0].Name != "write_file" || string(calls[0].Args) != `{"path":"a.go","content":"package a"}` ||
+		calls[1].ID != "call_2" || calls[1].Name != "read_file" || string(calls[1].Args) != `{"path":"b.go"}` {
+		t.Fatalf("ToolCalls = %+v", calls)
+	}
+	got, err := fork.EditToolArgs([]byte(openAIStream), "write_file", args(t, "path=z.go")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := strings.Split(openAIStream, "\n"), strings.Split(string(got), "\n")
+	if len(in) != len(out) {
+		t.Fatalf("edited stream has %d lines, want %d:\n%s", len(out), len(in), got)
+	}
+	changed := map[int]string{
+		2: `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"z.go\",\"content\":\"package a\"}"}}]}}]}`,
+		4: `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}`,
+		6: `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}`,
+		8: `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}`,
+	}
+	for i := range in {
+		want, ok := changed[i]
+		if !ok {
+			want = in[i]
+		}
+		if out[i] != want {
+			t.Errorf("line %d:\n got %s\nwant %s", i, out[i], want)
+		}
+	}
+	calls, err = fork.ToolCalls(got)
+	if err != nil || string(calls[0].Args) != `{"path":"z.go","content":"package a"}` || string(calls[1].Args) != `{"path":"b.go"}` {
+		t.Fatalf("ToolCalls of the edit = %+v, %v", calls, err)
+	}
+
+	got, err = fork.EditToolArgs([]byte(anthropicStream), "toolu_1", args(t, "replicas:=5")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(strings.Replace(anthropicStream, `"partial_json":"{\"env\":\"sta"`, `"partial_json":"{\"env\":\"staging\",\"replicas\":5}"`, 1),
+		`"partial_json":"ging\",\"replicas\":2}"`, `"partial_json":""`, 1)
+	if string(got) != want {
+		t.Fatalf("edited stream:\n got %q\nwant %q", got, want)
+	}
+	calls, err = fork.ToolCalls(got)
+	if err != nil || len(calls) != 1 || calls[0].Name != "deploy" || string(calls[0].Args) != `{"env":"staging","replicas":5}` {
+		t.Fatalf("ToolCalls of the edited Anthropic stream = %+v, %v", calls, err)
 	}
 }

@@ -52,6 +52,19 @@ type Model struct {
 	Name    string // e.g. "gpt-4o-mini", or scripted.Name
 	BaseURL string // OpenAI-compatible endpoint, e.g. "https://api.openai.com/v1"
 	APIKey  string
+	// Stream makes every model call stream (openai-go's NewStreaming,
+	// with the usage chunk asked for), as a chat agent streams a reply to
+	// a person: the recorded call is a stream, replayed as one (DESIGN
+	// §16). A lineage recorded one way replays only the same way: the
+	// request, and so the call's identity, differs.
+	Stream bool
+	// OnReply, with Stream, is called as each piece of a live reply
+	// arrives — text, or a tool call's name and then fragments of its
+	// arguments — with turn counting the model calls from 1, and once
+	// more with done at the reply's end. A call answered from the record
+	// (sdk.IsReplaying before it) calls none, so a person sees each reply
+	// once, as the model sent it.
+	OnReply func(turn int, piece string, done bool)
 }
 
 // MaxSteps bounds the model turns of one task, as the reference's stopWhen.
@@ -96,12 +109,18 @@ func Handler[H Files, B any](newDriver func() driver.Driver[H, B], m Model, opts
 		)
 		messages := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(in.Task)}
 		last := ""
-		for range MaxSteps {
-			resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		for turn := 1; turn <= MaxSteps; turn++ {
+			params := openai.ChatCompletionNewParams{
 				Model:    shared.ChatModel(m.Name),
 				Messages: messages,
 				Tools:    tools,
-			})
+			}
+			var resp *openai.ChatCompletion
+			if m.Stream {
+				resp, err = m.streamed(ctx, &client, params, turn)
+			} else {
+				resp, err = client.Chat.Completions.New(ctx, params)
+			}
 			if err != nil {
 				return Output{}, fmt.Errorf("coder: model: %w", err)
 			}
@@ -127,6 +146,45 @@ func Handler[H Files, B any](newDriver func() driver.Driver[H, B], m Model, opts
 		}
 		return Output{Answer: last}, nil
 	}
+}
+
+// streamed makes one streamed model call and puts its reply together
+// (openai.ChatCompletionAccumulator), passing each live piece to OnReply.
+func (m Model) streamed(ctx context.Context, client *openai.Client, params openai.ChatCompletionNewParams, turn int) (*openai.ChatCompletion, error) {
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	show := m.OnReply
+	if sdk.IsReplaying(ctx) {
+		show = nil // answered from the record: the person saw it when it ran
+	}
+	stream := client.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		chunk := stream.Current()
+		acc.AddChunk(chunk)
+		if show == nil || len(chunk.Choices) == 0 {
+			continue
+		}
+		d := chunk.Choices[0].Delta
+		if d.Content != "" {
+			show(turn, d.Content, false)
+		}
+		for _, tc := range d.ToolCalls {
+			if tc.Function.Name != "" {
+				show(turn, "→ "+tc.Function.Name+" ", false)
+			}
+			if tc.Function.Arguments != "" {
+				show(turn, tc.Function.Arguments, false)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	if show != nil {
+		show(turn, "", true)
+	}
+	return &acc.ChatCompletion, nil
 }
 
 func runTool(ctx context.Context, write *sdk.Tool[WriteArgs, string], read *sdk.Tool[ReadArgs, string], name, args string) (string, error) {

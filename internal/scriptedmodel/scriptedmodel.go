@@ -1,6 +1,7 @@
 // Package scriptedmodel is a deterministic stand-in for an LLM: an HTTP
 // server that speaks the OpenAI chat-completions wire format and answers
-// from a script. The demo uses it when no real model is configured, and
+// from a script, whole or — for a request with "stream": true — streamed
+// as OpenAI streams, in server-sent events of small chunks. The demo uses it when no real model is configured, and
 // tests use it to drive real client libraries through forkline's transport,
 // so the recording path is the one a real model takes.
 //
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // ToolCall is one function call the model asks for.
@@ -46,7 +48,14 @@ type chatRequest struct {
 	Messages []struct {
 		Role string `json:"role"`
 	} `json:"messages"`
+	Stream        bool `json:"stream"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
+
+// usage is what every scripted answer reports it used.
+var usage = map[string]int{"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
 
 // ServeHTTP answers POST …/chat/completions.
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,6 +78,11 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := Turn{Say: "done"}
 	if turn < len(m.Turns) {
 		t = m.Turns[turn]
+	}
+	id := fmt.Sprintf("chatcmpl-scripted-%d", turn)
+	if req.Stream {
+		m.stream(w, req, id, turn, t)
+		return
 	}
 	message := map[string]any{"role": "assistant", "content": nil}
 	finish := "stop"
@@ -95,15 +109,91 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		message["tool_calls"] = calls
 	}
 	resp := map[string]any{
-		"id":      fmt.Sprintf("chatcmpl-scripted-%d", turn),
+		"id":      id,
 		"object":  "chat.completion",
 		"created": 1700000000,
 		"model":   req.Model,
 		"choices": []map[string]any{{"index": 0, "message": message, "finish_reason": finish}},
-		"usage":   map[string]int{"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+		"usage":   usage,
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// ChunkSize is how many bytes of text or of a tool call's arguments one
+// streamed chunk carries at most.
+const ChunkSize = 16
+
+// stream answers a request with "stream": true as OpenAI does: server-sent
+// events of chat.completion.chunk objects — the role, then the text or
+// each tool call (its ID and name, then its arguments) in pieces of at
+// most ChunkSize bytes, then the finish reason, then (with
+// stream_options.include_usage) a chunk with the usage and no choices —
+// ending with "data: [DONE]"; each event is flushed as it is written.
+func (m *Model) stream(w http.ResponseWriter, req chatRequest, id string, turn int, t Turn) {
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	chunk := func(choices []map[string]any, extra map[string]any) {
+		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": req.Model, "choices": choices}
+		for k, v := range extra {
+			c[k] = v
+		}
+		b, _ := json.Marshal(c) // maps of strings and numbers always encode
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	delta := func(d map[string]any) { chunk([]map[string]any{{"index": 0, "delta": d}}, nil) }
+	delta(map[string]any{"role": "assistant", "content": ""})
+	finish := "stop"
+	if len(t.Calls) == 0 {
+		for _, piece := range pieces(t.Say) {
+			delta(map[string]any{"content": piece})
+		}
+	} else {
+		finish = "tool_calls"
+		for i, c := range t.Calls {
+			args, err := json.Marshal(c.Args)
+			if err != nil {
+				// The headers are sent: end the stream without [DONE], as a
+				// provider whose answer broke does.
+				return
+			}
+			delta(map[string]any{"tool_calls": []map[string]any{{"index": i, "id": fmt.Sprintf("call_%d_%d", turn, i), "type": "function",
+				"function": map[string]any{"name": c.Name, "arguments": ""}}}})
+			for _, piece := range pieces(string(args)) {
+				delta(map[string]any{"tool_calls": []map[string]any{{"index": i, "function": map[string]any{"arguments": piece}}}})
+			}
+		}
+	}
+	chunk([]map[string]any{{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}, nil)
+	if req.StreamOptions.IncludeUsage {
+		chunk([]map[string]any{}, map[string]any{"usage": usage})
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+// pieces cuts s into pieces of at most ChunkSize bytes, never inside a
+// UTF-8 sequence.
+func pieces(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		n := min(ChunkSize, len(s))
+		for n < len(s) && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		if n == 0 {
+			_, n = utf8.DecodeRuneInString(s)
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
 }
 
 // Serve serves m on a loopback port and returns its base URL (ending in
