@@ -439,6 +439,14 @@ func LLMReplyText(body []byte) string {
 	if t, ok := llmReplyText(body); ok {
 		return t
 	}
+	// A body that is not JSON comes as LLMResponseBody gives it: a JSON
+	// string of its text (a stream's, say).
+	var text string
+	if json.Unmarshal(body, &text) == nil {
+		if t, ok := llmReplyText([]byte(text)); ok {
+			return t
+		}
+	}
 	return ValueText(body, 50)
 }
 
@@ -450,8 +458,10 @@ type streamEvent struct {
 		Delta struct {
 			Content   string `json:"content"`
 			ToolCalls []struct {
+				Index    int `json:"index"`
 				Function struct {
-					Name string `json:"name"`
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
 				} `json:"function"`
 			} `json:"tool_calls"`
 		} `json:"delta"`
@@ -466,7 +476,9 @@ type streamEvent struct {
 // body with no such event.
 func streamedReplyText(body []byte) (string, bool) {
 	var text strings.Builder
-	var calls []string
+	type call struct{ name, args string }
+	var calls []*call
+	byIndex := map[int]*call{}
 	found := false
 	for line := range strings.SplitSeq(string(body), "\n") {
 		data, ok := strings.CutPrefix(line, "data:")
@@ -481,9 +493,16 @@ func streamedReplyText(body []byte) (string, bool) {
 			found = true
 			text.WriteString(ev.Choices[0].Delta.Content)
 			for _, tc := range ev.Choices[0].Delta.ToolCalls {
-				if tc.Function.Name != "" {
-					calls = append(calls, tc.Function.Name)
+				c := byIndex[tc.Index]
+				if c == nil {
+					c = &call{}
+					byIndex[tc.Index] = c
+					calls = append(calls, c)
 				}
+				if tc.Function.Name != "" {
+					c.name = tc.Function.Name
+				}
+				c.args += tc.Function.Arguments
 			}
 		} else if ev.Delta.Text != "" {
 			found = true
@@ -494,7 +513,11 @@ func streamedReplyText(body []byte) (string, bool) {
 	case !found:
 		return "", false
 	case len(calls) > 0:
-		return "call " + strings.Join(calls, ", ") + " (streamed)", true
+		out := make([]string, len(calls))
+		for i, c := range calls {
+			out[i] = callText(c.name, c.args)
+		}
+		return "call " + strings.Join(out, ", ") + " (streamed)", true
 	}
 	return clip(strconv.Quote(text.String()), 50) + " (streamed)", true
 }
@@ -514,14 +537,19 @@ func llmReplyText(body []byte) (string, bool) {
 	}
 	calls := make([]string, 0, len(m.ToolCalls))
 	for _, tc := range m.ToolCalls {
-		c := tc.Function.Name
-		var args map[string]any
-		if json.Unmarshal([]byte(tc.Function.Arguments), &args) == nil {
-			if p, ok := args["path"].(string); ok {
-				c += "(" + p + ")"
-			}
-		}
-		calls = append(calls, c)
+		calls = append(calls, callText(tc.Function.Name, tc.Function.Arguments))
 	}
 	return "call " + strings.Join(calls, ", "), true
+}
+
+// callText names a tool call, with its path argument when it has one:
+// write_file(a.go).
+func callText(name, arguments string) string {
+	var args map[string]any
+	if json.Unmarshal([]byte(arguments), &args) == nil {
+		if p, ok := args["path"].(string); ok {
+			return name + "(" + p + ")"
+		}
+	}
+	return name
 }

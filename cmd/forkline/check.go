@@ -26,14 +26,14 @@ func cmdCheck(e *env, agent string, pos []string) error {
 		e.opts.dir = pos[0]
 	}
 	return withReadLog(e, func(s eventlog.IndexedLog) error {
-		name, err := recordedModel(e, s)
+		name, stream, err := recordedModel(e, s)
 		if err != nil {
 			return err
 		}
 		// Recorded bodies never run, so the model's endpoint is never
 		// called and the workspace store never touched; the model's name
 		// is part of every LLM call's identity, so it is the recorded one.
-		m := coder.Model{Name: name, BaseURL: "http://replay.invalid/v1", APIKey: "replay"}
+		m := coder.Model{Name: name, BaseURL: "http://replay.invalid/v1", APIKey: "replay", Stream: stream}
 		newDriver := func() driver.Driver[*dirfs.Workspace, dirfs.Binding] {
 			return dirfs.New(dirfs.Config{Store: storeDir(e.opts.dir)})
 		}
@@ -80,20 +80,21 @@ func cmdCheck(e *env, agent string, pos []string) error {
 }
 
 // recordedModel is the model name of the log's first recorded LLM call of
-// the coder agent, or the scripted model's when there is none.
-func recordedModel(e *env, s eventlog.Log) (string, error) {
+// the coder agent and whether it streamed, or the scripted model's, streamed
+// as a new run's is, when there is none.
+func recordedModel(e *env, s eventlog.Log) (string, bool, error) {
 	for info, err := range s.List(e.ctx, eventlog.Filter{Agent: coderAgent}) {
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		for ev, err := range s.Events(e.ctx, info.ID, 1) {
 			if err != nil {
-				return "", err
+				return "", false, err
 			}
 			if p, ok := ev.Data.(*eventlog.StepStarted); ok && p.StepKind == eventlog.StepLLM {
-				return p.Target, nil
+				return p.Target, recordedStream(p), nil
 			}
 		}
 	}
-	return coder.ScriptedName, nil
+	return coder.ScriptedName, true, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/driver/blob"
@@ -61,18 +62,43 @@ func modelFromEnv() (*model, error) {
 		if base == "" {
 			base = defaultBaseURL
 		}
-		return &model{Model: coder.Model{Name: name, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY")}}, nil
+		return &model{Model: coder.Model{Name: name, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY"), Stream: true}}, nil
 	}
-	base, stop, err := scriptedmodel.Serve(coder.Script())
+	return scripted(true)
+}
+
+// scripted serves the built-in scripted model on a fresh loopback port,
+// its replies streamed or whole as the coder asks: its answers are paced
+// (scriptChunkDelay between streamed chunks) so that a person sees them
+// arrive.
+func scripted(stream bool) (*model, error) {
+	script := coder.Script()
+	script.ChunkDelay = scriptChunkDelay
+	base, stop, err := scriptedmodel.Serve(script)
 	if err != nil {
 		return nil, err
 	}
-	return &model{Model: coder.Model{Name: coder.ScriptedName, BaseURL: base, APIKey: "scripted"}, scripted: true, stop: stop}, nil
+	return &model{Model: coder.Model{Name: coder.ScriptedName, BaseURL: base, APIKey: "scripted", Stream: stream}, scripted: true, stop: stop}, nil
+}
+
+// scriptChunkDelay paces the scripted model's streamed chunks.
+const scriptChunkDelay = 2 * time.Millisecond
+
+// recordedStream reports whether a recorded LLM call was made streamed
+// (its request asked for "stream": true): a lineage replays only with the
+// coder asking the way it recorded.
+func recordedStream(s *eventlog.StepStarted) bool {
+	var req struct {
+		Body struct {
+			Stream bool `json:"stream"`
+		} `json:"body"`
+	}
+	return json.Unmarshal(s.Args, &req) == nil && req.Body.Stream
 }
 
 // modelFor is the model a recorded coder lineage was run with, so that its
 // recorded LLM calls replay: a call's identity is the model, the path and
-// the conversation, not the endpoint's host, so the scripted model may be
+// the request (streamed or not, as recorded), not the endpoint's host, so the scripted model may be
 // served on any loopback port, and a real model is the recorded model name
 // at the endpoint of the environment. A lineage with no LLM call yet takes
 // the model from the environment.
@@ -92,13 +118,9 @@ func modelFor(l *lineage) (*model, error) {
 		if base == "" {
 			base = defaultBaseURL
 		}
-		return &model{Model: coder.Model{Name: first.Target, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY")}}, nil
+		return &model{Model: coder.Model{Name: first.Target, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY"), Stream: recordedStream(first)}}, nil
 	}
-	base, stop, err := scriptedmodel.Serve(coder.Script())
-	if err != nil {
-		return nil, err
-	}
-	return &model{Model: coder.Model{Name: coder.ScriptedName, BaseURL: base, APIKey: "scripted"}, scripted: true, stop: stop}, nil
+	return scripted(recordedStream(first))
 }
 
 // ownerOptions names the kernel of a command that runs executions: on a

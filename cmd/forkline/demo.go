@@ -74,16 +74,18 @@ func cmdDemo(e *env, task string) error {
 		return err
 	}
 	defer closeBlobs()
+	out := e.stdout
+	if e.opts.json {
+		out = io.Discard
+	}
+	replies := &replyPrinter{out: out}
+	m.OnReply = replies.on
 	ck, err := openCoderKernel(store, dirfsStore, blobs, m, ownerOptions(e)...)
 	if err != nil {
 		return err
 	}
 	defer ck.k.Close()
 
-	out := e.stdout
-	if e.opts.json {
-		out = io.Discard
-	}
 	rep := demoReport{Dir: e.opts.dir, Model: m.Name, Scripted: m.scripted}
 	section := func(title string) { fmt.Fprintf(out, "\n== %s ==\n", title) }
 
@@ -102,7 +104,12 @@ func cmdDemo(e *env, task string) error {
 	if err != nil {
 		return err
 	}
+	if m.Stream {
+		fmt.Fprintln(out, "the model's replies, as they stream in (each piece printed as it arrives):")
+	}
+	replies.live = true
 	res, err := ck.k.Run(e.ctx, id)
+	replies.live = false
 	if err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
 	}
@@ -195,6 +202,46 @@ func cmdDemo(e *env, task string) error {
 		return writeJSON(e.stdout, rep)
 	}
 	return nil
+}
+
+// replyPrinter prints the model's replies of the demo's first run as they
+// stream in: a line per reply, its pieces printed as they arrive, clipped
+// at replyWidth characters. It prints only while live is set (the forks'
+// live replies are not shown); the coder calls it only for live replies.
+type replyPrinter struct {
+	out   io.Writer
+	live  bool // set while the first run runs; the handler runs on Run's goroutine
+	turn  int  // the reply being printed, 0 for none
+	width int  // characters of the reply printed so far
+}
+
+// replyWidth is how many characters of a reply the demo prints.
+const replyWidth = 90
+
+func (p *replyPrinter) on(turn int, piece string, done bool) {
+	if !p.live {
+		return
+	}
+	if done {
+		if p.turn == turn {
+			fmt.Fprintln(p.out)
+			p.turn = 0
+		}
+		return
+	}
+	if p.turn != turn {
+		fmt.Fprintf(p.out, "  reply %-3d ", turn)
+		p.turn, p.width = turn, 0
+	}
+	if p.width >= replyWidth {
+		return
+	}
+	r := []rune(piece)
+	if p.width+len(r) > replyWidth {
+		r = append(r[:replyWidth-p.width], '…')
+	}
+	p.width += len(r)
+	fmt.Fprint(p.out, string(r))
 }
 
 // readCoderLineage reads an execution's lineage through the kernel's log.

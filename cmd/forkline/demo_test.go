@@ -523,21 +523,24 @@ func checkEditedFork(t *testing.T, stdout, dir string, parent, f demoExecution, 
 	if !ok {
 		t.Fatalf("edited fork at %d: the parent's event there is %s, want an LLM reply's step.succeeded", at, parent.events[at-1].Kind())
 	}
-	recorded, ok := llmBody(done.Result)
+	recorded, ok := replyBody(done.Result)
 	if !ok {
 		t.Fatalf("edited fork at %d: the parent's step %s is not an LLM reply", at, done.StepID)
 	}
-	if p, _ := firstWrite(recorded); p != "greet.go" {
+	if !strings.HasPrefix(string(recorded), "data: ") {
+		t.Fatalf("edited fork at %d: the parent's reply is not a stream: %.60q", at, recorded)
+	}
+	if p, _, _ := firstWrite(recorded); p != "greet.go" {
 		t.Fatalf("edited fork at %d: the parent's reply asks for write_file(%q), want the script's second greet.go", at, p)
 	}
 	if len(fc.Overrides) != 1 || fc.Overrides[0].StepID != done.StepID {
 		t.Fatalf("edited fork: fork.created overrides %+v, want one of step %s", fc.Overrides, done.StepID)
 	}
-	edited, ok := llmBody(fc.Overrides[0].Result)
+	edited, ok := replyBody(fc.Overrides[0].Result)
 	if !ok {
 		t.Fatalf("edited fork: the override %q is not an LLM response", fc.Overrides[0].Result)
 	}
-	if p, _ := firstWrite(edited); p != "greet_edited.go" {
+	if p, _, _ := firstWrite(edited); p != "greet_edited.go" {
 		t.Fatalf("edited fork: the override asks for write_file(%q), want greet_edited.go", p)
 	}
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/driver/dirfs"
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/fork"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -27,8 +27,8 @@ type demoEdit struct {
 type editPoint struct {
 	seq    uint64 // the reply's step.succeeded
 	stepID string
-	body   json.RawMessage // the recorded response body
-	path   string          // the path of its first write_file call
+	callID string // the ID of its first write_file call
+	path   string // that call's path
 }
 
 // errNoEditPoint is returned by pickEditPoint for a run whose model never
@@ -52,15 +52,15 @@ func pickEditPoint(l *lineage) (editPoint, error) {
 		if start == nil || start.StepKind != eventlog.StepLLM {
 			continue
 		}
-		body, ok := llmBody(done.Result)
+		body, ok := replyBody(done.Result)
 		if !ok {
 			continue
 		}
-		p, ok := firstWrite(body)
+		p, callID, ok := firstWrite(body)
 		if !ok {
 			continue
 		}
-		pt := editPoint{seq: ev.Seq, stepID: done.StepID, body: body, path: p}
+		pt := editPoint{seq: ev.Seq, stepID: done.StepID, callID: callID, path: p}
 		fallback = pt
 		cp, err := l.cov.Point(ev.Seq)
 		if err != nil {
@@ -91,36 +91,36 @@ func pickEditPoint(l *lineage) (editPoint, error) {
 	return editPoint{}, errNoEditPoint
 }
 
-// chatReply is the part of a chat-completions response body the edit reads.
-type chatReply struct {
-	Choices []struct {
-		Message struct {
-			ToolCalls []struct {
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-	} `json:"choices"`
-}
-
-// firstWrite returns the path of the first write_file call a reply asks
-// for.
-func firstWrite(body []byte) (string, bool) {
-	var r chatReply
-	if json.Unmarshal(body, &r) != nil || len(r.Choices) == 0 {
-		return "", false
+// firstWrite returns the path of the first write_file call a reply's body
+// asks for (a chat completion, whole or streamed: fork.ToolCalls), and the
+// call's ID, which names it to sdk.WithToolArgs.
+func firstWrite(body []byte) (path, callID string, ok bool) {
+	calls, err := fork.ToolCalls(body)
+	if err != nil {
+		return "", "", false
 	}
-	for _, tc := range r.Choices[0].Message.ToolCalls {
+	for _, c := range calls {
 		var a struct {
 			Path string `json:"path"`
 		}
-		if tc.Function.Name == "write_file" && json.Unmarshal([]byte(tc.Function.Arguments), &a) == nil && a.Path != "" {
-			return a.Path, true
+		if c.Name == "write_file" && json.Unmarshal(c.Args, &a) == nil && a.Path != "" {
+			return a.Path, c.ID, true
 		}
 	}
-	return "", false
+	return "", "", false
+}
+
+// replyBody returns the HTTP body of a recorded LLM call's result, as the
+// model sent it, and false if result is not one.
+func replyBody(result []byte) ([]byte, bool) {
+	var r struct {
+		Status int    `json:"status"`
+		Body   []byte `json:"body"`
+	}
+	if json.Unmarshal(result, &r) != nil || r.Status == 0 || len(r.Body) == 0 {
+		return nil, false
+	}
+	return r.Body, true
 }
 
 // editedName is the file name the edited reply writes instead of p:
@@ -133,53 +133,9 @@ func editedName(p string) string {
 	return strings.TrimSuffix(p, ext) + "_edited" + ext
 }
 
-// editReply returns body with the path of its first write_file call
-// changed from from to to; every other field is kept as recorded.
-func editReply(body []byte, from, to string) ([]byte, error) {
-	var r map[string]any
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	if err := d.Decode(&r); err != nil {
-		return nil, fmt.Errorf("edit reply: body does not decode: %w", err)
-	}
-	choices, _ := r["choices"].([]any)
-	if len(choices) == 0 {
-		return nil, errors.New("edit reply: no choices")
-	}
-	choice, _ := choices[0].(map[string]any)
-	msg, _ := choice["message"].(map[string]any)
-	calls, _ := msg["tool_calls"].([]any)
-	for _, c := range calls {
-		call, _ := c.(map[string]any)
-		fn, _ := call["function"].(map[string]any)
-		args, _ := fn["arguments"].(string)
-		if fn["name"] != "write_file" {
-			continue
-		}
-		var a map[string]any
-		ad := json.NewDecoder(strings.NewReader(args))
-		ad.UseNumber()
-		if ad.Decode(&a) != nil || a["path"] != from {
-			continue
-		}
-		a["path"] = to
-		b, err := json.Marshal(a)
-		if err != nil {
-			return nil, fmt.Errorf("edit reply: arguments: %w", err)
-		}
-		fn["arguments"] = string(b)
-		out, err := json.Marshal(r)
-		if err != nil {
-			return nil, fmt.Errorf("edit reply: %w", err)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("edit reply: no write_file call of %q", from)
-}
-
 // demoEditedFork forks the parent at an LLM reply that names the file the
 // coder writes, with the reply edited to name another file
-// (sdk.WithResult), runs the fork, and prints `forkline diff` of parent
+// (sdk.WithToolArgs: the path argument of that write_file call), runs the fork, and prints `forkline diff` of parent
 // and fork.
 func demoEditedFork(e *env, out io.Writer, ck *coderKernel, parent *lineage, parentFinal files) (demoFork, error) {
 	pt, err := pickEditPoint(parent)
@@ -187,12 +143,12 @@ func demoEditedFork(e *env, out io.Writer, ck *coderKernel, parent *lineage, par
 		return demoFork{}, fmt.Errorf("execution %s: %w", parent.info.ID, err)
 	}
 	to := editedName(pt.path)
-	body, err := editReply(pt.body, pt.path, to)
+	toJSON, err := json.Marshal(to)
 	if err != nil {
-		return demoFork{}, fmt.Errorf("execution %s step %s: %w", parent.info.ID, pt.stepID, err)
+		return demoFork{}, err
 	}
 	fmt.Fprintf(out, "the LLM reply of step %s asks for write_file(%s); the fork replays it asking for write_file(%s)\n", pt.stepID, pt.path, to)
-	f, err := demoForkAt(e, out, ck, parent, parentFinal, pt.seq, sdk.WithResult(pt.stepID, []byte(body)))
+	f, err := demoForkAt(e, out, ck, parent, parentFinal, pt.seq, sdk.WithToolArgs(pt.stepID, pt.callID, fork.ToolArg{Key: "path", Value: toJSON}))
 	if err != nil {
 		return demoFork{}, err
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 )
 
@@ -20,40 +18,28 @@ func TestEditedName(t *testing.T) {
 	}
 }
 
-func TestEditReply(t *testing.T) {
+// TestFirstWrite: the demo finds the first write_file call of a reply,
+// whole or streamed, with the call's ID.
+func TestFirstWrite(t *testing.T) {
 	body := `{"id":"x","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","tool_calls":[` +
 		`{"id":"c0","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a.go\"}"}},` +
-		`{"id":"c1","type":"function","function":{"name":"write_file","arguments":"{\"content\":\"x\",\"path\":\"a.go\",\"mode\":420}"}}]}}],` +
-		`"usage":{"total_tokens":20}}`
-	got, err := editReply([]byte(body), "a.go", "a_edited.go")
-	if err != nil {
-		t.Fatal(err)
+		`{"id":"c1","type":"function","function":{"name":"write_file","arguments":"{\"content\":\"x\",\"path\":\"b.go\"}"}}]}}]}`
+	if p, id, ok := firstWrite([]byte(body)); !ok || p != "b.go" || id != "c1" {
+		t.Fatalf("firstWrite = %q, %q, %v; want b.go, c1", p, id, ok)
 	}
-	if p, ok := firstWrite(got); !ok || p != "a_edited.go" {
-		t.Fatalf("edited reply writes %q (%v), want a_edited.go:\n%s", p, ok, got)
+	stream := "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c2\",\"function\":{\"name\":\"write_file\",\"arguments\":\"{\\\"pa\"}}]}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"th\\\":\\\"c.go\\\"}\"}}]}}]}\n\n" +
+		"data: [DONE]\n\n"
+	if p, id, ok := firstWrite([]byte(stream)); !ok || p != "c.go" || id != "c2" {
+		t.Fatalf("firstWrite of a stream = %q, %q, %v; want c.go, c2", p, id, ok)
 	}
-	var r chatReply
-	if err := json.Unmarshal(got, &r); err != nil {
-		t.Fatal(err)
-	}
-	calls := r.Choices[0].Message.ToolCalls
-	if len(calls) != 2 || calls[0].Function.Arguments != `{"path":"a.go"}` || calls[1].Function.Arguments != `{"content":"x","mode":420,"path":"a_edited.go"}` {
-		t.Errorf("edited reply's calls %+v: want the read untouched and only the write's path changed", calls)
-	}
-	if !strings.Contains(string(got), `"usage":{"total_tokens":20}`) || !strings.Contains(string(got), `"id":"c1"`) {
-		t.Errorf("edited reply lost recorded fields:\n%s", got)
-	}
-
-	for name, c := range map[string]struct{ body, from string }{
-		"not JSON":        {`{"choices":`, "a.go"},
-		"no choices":      {`{"choices":[]}`, "a.go"},
-		"no write_file":   {`{"choices":[{"message":{"content":"done"}}]}`, "a.go"},
-		"another path":    {body, "b.go"},
-		"bad arguments":   {`{"choices":[{"message":{"tool_calls":[{"function":{"name":"write_file","arguments":"{"}}]}}]}`, "a.go"},
-		"choice not JSON": {`{"choices":[1]}`, "a.go"},
+	for name, b := range map[string]string{
+		"not JSON":      `{"choices":`,
+		"no write_file": `{"choices":[{"message":{"content":"done"}}]}`,
+		"no path":       `{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"name":"write_file","arguments":"{}"}}]}}]}`,
 	} {
-		if out, err := editReply([]byte(c.body), c.from, "x"); err == nil {
-			t.Errorf("%s: editReply = %s, want an error", name, out)
+		if p, _, ok := firstWrite([]byte(b)); ok {
+			t.Errorf("%s: firstWrite = %q, want none", name, p)
 		}
 	}
 }

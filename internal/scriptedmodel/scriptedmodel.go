@@ -11,12 +11,14 @@
 package scriptedmodel
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -36,6 +38,9 @@ type Turn struct {
 type Model struct {
 	Name  string
 	Turns []Turn
+	// ChunkDelay, when set, is slept before each streamed chunk after
+	// the first, as a model's tokens take time to come.
+	ChunkDelay time.Duration
 
 	requests atomic.Int64
 }
@@ -81,7 +86,7 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	id := fmt.Sprintf("chatcmpl-scripted-%d", turn)
 	if req.Stream {
-		m.stream(w, req, id, turn, t)
+		m.stream(r.Context(), w, req, id, turn, t)
 		return
 	}
 	message := map[string]any{"role": "assistant", "content": nil}
@@ -130,11 +135,19 @@ const ChunkSize = 16
 // most ChunkSize bytes, then the finish reason, then (with
 // stream_options.include_usage) a chunk with the usage and no choices —
 // ending with "data: [DONE]"; each event is flushed as it is written.
-func (m *Model) stream(w http.ResponseWriter, req chatRequest, id string, turn int, t Turn) {
+func (m *Model) stream(ctx context.Context, w http.ResponseWriter, req chatRequest, id string, turn int, t Turn) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
+	first := true
 	chunk := func(choices []map[string]any, extra map[string]any) {
+		if !first && m.ChunkDelay > 0 {
+			select {
+			case <-time.After(m.ChunkDelay):
+			case <-ctx.Done():
+			}
+		}
+		first = false
 		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": req.Model, "choices": choices}
 		for k, v := range extra {
 			c[k] = v
