@@ -150,7 +150,7 @@ func (r *row) info() eventlog.Info {
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
 		Deadline: st.Deadline, Tokens: st.Tokens, Caller: r.hdr.Caller, Approvals: st.Approvals, Key: r.key,
-		Version:   r.hdr.Version, Queue: r.hdr.Queue, Priority: r.hdr.Priority,
+		Version: r.hdr.Version, Queue: r.hdr.Queue, Priority: r.hdr.Priority,
 		LastError: r.retry.lastError, RetryAt: r.retry.at, AwaitedOwner: r.retry.owner,
 		Quarantined: r.quarantine != "", QuarantineError: r.quarantine,
 	}
