@@ -575,8 +575,14 @@ func (k *Kernel) ownAs(ctx context.Context, id eventlog.ID, owner string) (conte
 // body, does not: a Cancel or a decision reaches a queued execution at
 // once.
 func (k *Kernel) claim(ctx context.Context, leaser eventlog.Leaser, id eventlog.ID, owner string) (eventlog.Lease, error) {
-	if qr, ok := leaser.(eventlog.Queuer); ok && owner == k.owner {
-		return qr.ClaimToRun(ctx, id, owner, k.leaseTTL, k.version)
+	if owner == k.owner {
+		qr, ok := leaser.(eventlog.Queuer)
+		if !ok {
+			ok = eventlog.As(k.log, &qr) // a wrapper of the store that leases through it
+		}
+		if ok {
+			return qr.ClaimToRun(ctx, id, owner, k.leaseTTL, k.version)
+		}
 	}
 	if vc, ok := leaser.(eventlog.VersionClaimer); ok {
 		return vc.ClaimVersion(ctx, id, owner, k.leaseTTL, k.version)
