@@ -195,18 +195,13 @@ func (s *Store) claimRunnable(ctx context.Context, owner string, ttl time.Durati
 		if err != nil {
 			return err
 		}
-		// The limited queues' rows are locked first, in name order, and
-		// their slots counted (queue.go): a claim of another kernel
-		// waits here, so none takes a slot this one counted free.
-		queues, err := s.lockQueues(ctx, tx, nil, dbnow)
+		// Queues that look full, by a count that takes no lock, are left
+		// out of the selection, so that their executions do not take the
+		// places of others; the count that decides comes below, under
+		// the queues' locks.
+		full, err := s.fullQueues(ctx, tx, dbnow)
 		if err != nil {
 			return err
-		}
-		full := []string{}
-		for name, q := range queues {
-			if q.Concurrency > 0 && q.running >= q.Concurrency {
-				full = append(full, name)
-			}
 		}
 		rows, err := tx.Query(ctx, `SELECT e.id, e.queue, e.status FROM `+s.q.executions+` e
 			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
@@ -239,15 +234,32 @@ func (s *Store) claimRunnable(ctx context.Context, owner string, ttl time.Durati
 		if err != nil {
 			return err
 		}
+		// The rows of the candidates' limited queues are locked, in name
+		// order, and their slots counted (queue.go): another claim of one
+		// of them waits here until this one commits, so none takes a slot
+		// this one counted free. A claim of executions in no queue takes
+		// no queue's lock.
+		var names []string
+		for _, c := range cands {
+			if len(c.id) != len(eventlog.ID{}) {
+				return &eventlog.CorruptionError{What: "execution row", Err: fmt.Errorf("id of %d bytes", len(c.id))}
+			}
+			if c.queue != "" && !slices.Contains(names, c.queue) {
+				names = append(names, c.queue)
+			}
+		}
+		var queues map[string]*queueState
+		if len(names) > 0 {
+			if queues, err = s.lockQueues(ctx, tx, names, dbnow); err != nil {
+				return err
+			}
+		}
 		// In the order selected (priority, then creation), each queued
 		// candidate takes a slot of its queue and, if pending, a start of
 		// its rate; those its queue refuses stay unclaimed (their row
 		// locks end with the transaction).
 		ids := make([][]byte, 0, len(cands))
 		for _, c := range cands {
-			if len(c.id) != len(eventlog.ID{}) {
-				return &eventlog.CorruptionError{What: "execution row", Err: fmt.Errorf("id of %d bytes", len(c.id))}
-			}
 			if q := queues[c.queue]; c.queue != "" && q != nil {
 				err := s.admit(ctx, tx, q, eventlog.ID(c.id), eventlog.Status(c.status))
 				if errors.Is(err, eventlog.ErrQueueFull) {

@@ -125,6 +125,21 @@ func (s *Store) QueueCounts(ctx context.Context) (map[string]eventlog.QueueCount
 	return out, nil
 }
 
+// fullQueues names the queues whose slots are all held at dbnow, by a
+// count that takes no lock (a hint: lockQueues's count decides).
+func (s *Store) fullQueues(ctx context.Context, tx pgx.Tx, dbnow time.Time) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT q.name FROM `+s.q.schema+`.queues q WHERE q.concurrency > 0
+		AND (SELECT count(*) FROM `+s.q.executions+` e WHERE e.queue = q.name AND `+liveSlot("$1")+`) >= q.concurrency`, nanos(dbnow))
+	if err != nil {
+		return nil, err
+	}
+	full, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if full == nil {
+		full = []string{}
+	}
+	return full, err
+}
+
 // queueState is a queue's record and its slots held, read under the lock
 // of its row.
 type queueState struct {
