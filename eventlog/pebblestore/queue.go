@@ -78,7 +78,11 @@ func (s *Store) PutQueue(ctx context.Context, q eventlog.Queue) error {
 	defer b.Close()
 	_ = b.Set(queueKey(q.Name), append([]byte{queueVersion}, v...), nil)
 	if err := s.commit(b, s.write); err != nil {
+		delete(s.queues.recs, q.Name) // whether it landed is unknown: read it again
 		return fmt.Errorf("pebblestore: put queue %q: %w", q.Name, err)
+	}
+	if s.queues.recs != nil {
+		s.queues.recs[q.Name] = &q
 	}
 	return nil
 }
@@ -100,6 +104,30 @@ func decodeQueue(name string, v []byte) (eventlog.Queue, error) {
 		return bad(err)
 	}
 	return q, nil
+}
+
+// cachedQueueLocked returns the record of queue name, read once and then
+// kept (one process owns the store, and PutQueue keeps the cache).
+// s.queues is held.
+func (s *Store) cachedQueueLocked(name string) (eventlog.Queue, bool, error) {
+	if q, ok := s.queues.recs[name]; ok {
+		if q == nil {
+			return eventlog.Queue{}, false, nil
+		}
+		return *q, true, nil
+	}
+	q, found, err := s.readQueue(name)
+	if err != nil {
+		return q, false, err
+	}
+	if s.queues.recs == nil {
+		s.queues.recs = map[string]*eventlog.Queue{}
+	}
+	s.queues.recs[name] = nil
+	if found {
+		s.queues.recs[name] = &q
+	}
+	return q, found, nil
 }
 
 // readQueue reads the record of queue name.
@@ -210,7 +238,7 @@ func (s *Store) ClaimToRun(ctx context.Context, id eventlog.ID, owner string, tt
 		var q eventlog.Queue
 		if e.hdr.Queue != "" {
 			var found bool
-			if q, found, err = s.readQueue(e.hdr.Queue); err != nil {
+			if q, found, err = s.cachedQueueLocked(e.hdr.Queue); err != nil {
 				return err
 			}
 			if found {

@@ -108,10 +108,12 @@ type Store struct {
 	schedules sync.Mutex
 	// queues orders every ClaimToRun and every write of a queue record
 	// (queue.go); held lists, per queue, the executions a ClaimToRun
-	// claimed whose slot may still be held.
+	// claimed whose slot may still be held; recs caches the queue
+	// records read (a nil entry: none), which only PutQueue changes.
 	queues struct {
 		sync.Mutex
 		held map[string]map[*execution]struct{}
+		recs map[string]*eventlog.Queue
 	}
 }
 
