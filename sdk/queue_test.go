@@ -282,3 +282,41 @@ func testQueuePriorityOrder(t *testing.T, k *sdk.Kernel) {
 		t.Fatalf("%d dispatches of a queue of concurrency 1 at once", n)
 	}
 }
+
+// DESIGN §19: Run of an execution whose queue has no free slot — another
+// worker holds it — is ErrBusy wrapping eventlog.ErrQueueFull, and
+// appends nothing; once the slot is released, Run runs it.
+func TestRunOnFullQueueAppendsNothing(t *testing.T) {
+	ctx := t.Context()
+	store := newStore(t)
+	k := newKernel(t, store, slowAgent(0))
+	if err := k.Queue("one", sdk.QueueConcurrency(1)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := k.Start(ctx, "slow", 1, sdk.OnQueue("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := k.Start(ctx, "slow", 2, sdk.OnQueue("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := store.ClaimToRun(ctx, first, "another-worker", time.Minute, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := describeAll(events(t, k, second))
+	_, err = k.Run(ctx, second)
+	if !errors.Is(err, sdk.ErrBusy) || !errors.Is(err, eventlog.ErrQueueFull) {
+		t.Fatalf("Run on a full queue = %v, want ErrBusy wrapping ErrQueueFull", err)
+	}
+	if after := describeAll(events(t, k, second)); !slices.Equal(before, after) {
+		t.Fatalf("a refused Run appended: %v, then %v", before, after)
+	}
+	if err := store.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, second); err != nil {
+		t.Fatalf("Run after the slot was released: %v", err)
+	}
+}

@@ -195,6 +195,18 @@ func TestQueues(t *testing.T, open func(t *testing.T) eventlog.Log) {
 	if err != nil || len(ls) != 1 || ls[0].ID != b2 {
 		t.Fatalf("ClaimRunnableVersion after b1 ended = %+v, %v; want only %s (priority 2, before priority 3's %s)", ls, err, b2, b3)
 	}
+	// The bulk claim takes a start of a rated queue for each pending
+	// execution it claims: of two, one an hour.
+	put(eventlog.Queue{Name: "rb", Rate: 1, Per: time.Hour})
+	create("rbulk", "rb", 0)
+	create("rbulk", "rb", 0)
+	if ls, err := bc.ClaimRunnableVersion(ctx, "w", time.Minute, []string{"rbulk"}, "", 10, time.Now()); err != nil || len(ls) != 1 {
+		t.Fatalf("ClaimRunnableVersion of two executions of a queue rated 1 an hour = %+v, %v; want one", ls, err)
+	}
+	if ls, err := bc.ClaimRunnableVersion(ctx, "w", time.Minute, []string{"rbulk"}, "", 10, time.Now()); err != nil || len(ls) != 0 {
+		t.Fatalf("a second ClaimRunnableVersion within the rate's hour = %+v, %v; want none", ls, err)
+	}
+
 	// Released without a dispatch, b2 is runnable again, and first again.
 	if err := bc.Release(ctx, ls[0]); err != nil {
 		t.Fatalf("Release: %v", err)
