@@ -151,6 +151,7 @@ func scenarios() []scenario {
 		{"9", "conversation storage", runConversation},
 		{"10", "messages", runMessages},
 		{"11", "streaming", runStream},
+		{"12", "queue claims", runQueue},
 	}
 }
 

@@ -213,5 +213,11 @@ type Claimer interface {
 	// pending child.ended request: one of its children ended (DESIGN
 	// §15½.6). It returns their leases in ID order; none when
 	// nothing is runnable. An empty owner or a ttl ≤ 0 wraps ErrInvalid.
+	//
+	// On a store that is also a Queuer, an execution in a queue is
+	// claimed only while its queue has a free slot (and, when pending, a
+	// start of its rate), as ClaimToRun decides, under a lock of the
+	// queue taken in the claim; runnable executions are taken lower
+	// priority first, then in creation order (DESIGN §19).
 	ClaimRunnable(ctx context.Context, owner string, ttl time.Duration, agents []string, n int, now time.Time) ([]Lease, error)
 }

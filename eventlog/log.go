@@ -78,6 +78,14 @@ type Info struct {
 	// on any worker. Kept in the header, as the fold of those events
 	// (replay.State.Version) says it.
 	Version string
+
+	// Queue and Priority are the execution's execution.created Queue and
+	// Priority (DESIGN §19): the queue whose concurrency and rate its
+	// claims to run count against, and its place in that queue (lower
+	// first). "" and 0 for an execution in no queue, and for every fork
+	// (§21½.13: forks join no queue).
+	Queue    string
+	Priority int
 }
 
 // KeyLookup is implemented by a Log that finds an execution by its start

@@ -107,6 +107,10 @@ type childConfig struct {
 	// Rate, when set, makes the child a rate-limited worker on Postgres
 	// (rateWorkerMain, ratelimit_test.go); it is a rateChild as JSON.
 	Rate json.RawMessage `json:",omitempty"`
+
+	// Queue, when set, makes the child a queue worker on Postgres
+	// (queueWorkerMain, queue_test.go); it is a queueChild as JSON.
+	Queue json.RawMessage `json:",omitempty"`
 }
 
 // The child's progress markers, one per line on its standard output.
@@ -151,6 +155,14 @@ func childMain(raw string) int {
 			return 3
 		}
 		return rateWorkerMain(rc, mark)
+	}
+	if len(cfg.Queue) > 0 {
+		var qc queueChild
+		if err := json.Unmarshal(cfg.Queue, &qc); err != nil {
+			fmt.Fprintln(os.Stderr, "child: bad queue configuration:", err)
+			return 3
+		}
+		return queueWorkerMain(qc, mark)
 	}
 	store, err := pebblestore.Open(cfg.Log)
 	if err != nil {

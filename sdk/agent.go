@@ -162,6 +162,9 @@ func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...Sta
 	if err := r.check(in); err != nil {
 		return eventlog.ID{}, fmt.Errorf("%w: agent %q: %v", ErrInvalid, agent, err)
 	}
+	if err := k.checkQueue(ctx, &o); err != nil {
+		return eventlog.ID{}, err
+	}
 	created := o.created(agent, in, k.version)
 	var copts []eventlog.CreateOption
 	if !o.caller.IsZero() {
@@ -201,7 +204,8 @@ func startOpts(opts []StartOption) (startOptions, error) {
 // created is the execution.created that Start appends for agent with
 // input in under o, by a kernel of code version version.
 func (o *startOptions) created(agent string, in []byte, version string) *eventlog.ExecutionCreated {
-	return &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline, Version: version, Budget: o.budget}
+	return &eventlog.ExecutionCreated{Agent: agent, Input: in, Key: o.key, Deadline: o.deadline, Version: version, Budget: o.budget,
+		Queue: o.queue, Priority: o.priority}
 }
 
 // childArgs is what a child step records as its args.

@@ -240,6 +240,13 @@ func (c *claimCounter) ClaimVersion(ctx context.Context, id eventlog.ID, owner s
 	return c.Store.ClaimVersion(ctx, id, owner, ttl, worker)
 }
 
+// ClaimToRun counts too: the kernel claims to run through it (DESIGN §19
+// queues).
+func (c *claimCounter) ClaimToRun(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration, worker string) (eventlog.Lease, error) {
+	c.claims.Add(1)
+	return c.Store.ClaimToRun(ctx, id, owner, ttl, worker)
+}
+
 // DESIGN §15½.4: Serve on another owner does not spin on an execution it
 // must leave to its owner: over a second of 10 ms polls it claims it at
 // most twice (the first try and one backoff retry), appends nothing, and

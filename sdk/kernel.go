@@ -546,6 +546,9 @@ func (k *Kernel) ownAs(ctx context.Context, id eventlog.ID, owner string) (conte
 		}, "", nil
 	}
 	lease, err := k.claim(ctx, leaser, id, owner)
+	if errors.Is(err, eventlog.ErrQueueFull) {
+		return nil, eventlog.Lease{}, nil, "", fmt.Errorf("%w: %w", ErrBusy, err)
+	}
 	if held := (*eventlog.HeldError)(nil); errors.As(err, &held) {
 		return nil, eventlog.Lease{}, nil, held.Lease.Owner, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
@@ -564,7 +567,23 @@ func (k *Kernel) ownAs(ctx context.Context, id eventlog.ID, owner string) (conte
 // unversioned (DESIGN §21½.5), checked by the store under the claim's
 // lock; a *VersionError otherwise. runOwned checks the version again from
 // the fold, for a store that cannot.
+//
+// A claim by this kernel to run id (owner is k.owner) goes through the
+// store's eventlog.Queuer when it has one, which refuses it with
+// eventlog.ErrQueueFull while id's queue has no free slot or start
+// (DESIGN §19); a settle's claim (owner + settleMark), which runs no
+// body, does not: a Cancel or a decision reaches a queued execution at
+// once.
 func (k *Kernel) claim(ctx context.Context, leaser eventlog.Leaser, id eventlog.ID, owner string) (eventlog.Lease, error) {
+	if owner == k.owner {
+		qr, ok := leaser.(eventlog.Queuer)
+		if !ok {
+			ok = eventlog.As(k.log, &qr) // a wrapper of the store that leases through it
+		}
+		if ok {
+			return qr.ClaimToRun(ctx, id, owner, k.leaseTTL, k.version)
+		}
+	}
 	if vc, ok := leaser.(eventlog.VersionClaimer); ok {
 		return vc.ClaimVersion(ctx, id, owner, k.leaseTTL, k.version)
 	}

@@ -43,6 +43,8 @@ type startOptions struct {
 	budget     eventlog.Limits // Budget
 	caller     eventlog.ID
 	callerStep string // the caller's StepID of the child step (Agent.Call)
+	queue      string // OnQueue
+	priority   int    // Priority
 }
 
 // WithKey makes Start idempotent (DESIGN §9): a Start with a key already

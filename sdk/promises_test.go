@@ -56,6 +56,15 @@ func (s timedLeases) ClaimVersion(ctx context.Context, id eventlog.ID, owner str
 	return l, err
 }
 
+// ClaimToRun records too: the kernel claims to run through it (DESIGN
+// §19 queues).
+func (s timedLeases) ClaimToRun(ctx context.Context, id eventlog.ID, owner string, ttl time.Duration, worker string) (eventlog.Lease, error) {
+	at := time.Now()
+	l, err := s.Store.ClaimToRun(ctx, id, owner, ttl, worker)
+	s.record(at, l, err)
+	return l, err
+}
+
 func (s timedLeases) Renew(ctx context.Context, l eventlog.Lease, ttl time.Duration) (eventlog.Lease, error) {
 	at := time.Now()
 	r, err := s.Store.Renew(ctx, l, ttl)

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -403,21 +404,28 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		start(id, func() error {
-			var leaser eventlog.Leaser
-			if !eventlog.As(k.log, &leaser) {
+		var leaser eventlog.Leaser
+		if !eventlog.As(k.log, &leaser) {
+			start(id, func() error {
 				_, err := k.Run(ctx, id)
 				return err
-			}
-			l, err := k.claim(ctx, leaser, id, k.owner)
-			if errors.Is(err, eventlog.ErrLeaseHeld) {
-				return fmt.Errorf("%w: %w", ErrBusy, err)
-			}
-			if err != nil {
-				return err
-			}
-			return k.runLeased(ctx, leaser, l, *o, runs)
-		})
+			})
+			continue
+		}
+		// Claimed here, one after another in the listing's order
+		// (priority, then creation: runnable), not in the runs'
+		// goroutines, so that of a queue's executions the first listed
+		// takes a free slot (DESIGN §19).
+		l, err := k.claim(ctx, leaser, id, k.owner)
+		if errors.Is(err, eventlog.ErrLeaseHeld) || errors.Is(err, eventlog.ErrQueueFull) {
+			<-slots // another kernel won, or its queue is full: nothing to say
+			continue
+		}
+		if err != nil {
+			start(id, func() error { return err }) // ranInServe judges it, as a run's
+			continue
+		}
+		start(id, func() error { return k.runLeased(ctx, leaser, l, *o, runs) })
 	}
 	return nil
 }
@@ -536,7 +544,7 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 	var inbox eventlog.Inbox
 	eventlog.As(k.log, &inbox)
 	now := k.now()
-	var out []eventlog.ID
+	var ready []eventlog.Info
 	for _, info := range infos {
 		if _, ok := k.handler(info.Agent); !ok {
 			continue
@@ -569,7 +577,19 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 				continue
 			}
 		}
-		out = append(out, info.ID)
+		ready = append(ready, info)
+	}
+	// Lower priorities first, then creation order (DESIGN §19); executions
+	// in no queue have priority 0.
+	slices.SortStableFunc(ready, func(a, b eventlog.Info) int {
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		return a.Created.Compare(b.Created)
+	})
+	out := make([]eventlog.ID, len(ready))
+	for i, info := range ready {
+		out[i] = info.ID
 	}
 	return out, nil
 }

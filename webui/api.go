@@ -29,6 +29,7 @@ func (s *server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/e/{id}/coverage", s.apiCoverage)
 	mux.HandleFunc("GET /api/usage", s.apiUsage)
 	mux.HandleFunc("GET /api/schedules", s.apiSchedules)
+	mux.HandleFunc("GET /api/queues", s.apiQueues)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, fmt.Errorf("%w: no API endpoint %s %s", eventlog.ErrNotFound, r.Method, clipText(r.URL.Path, 80)))
 	})
@@ -413,6 +414,22 @@ func (s *server) apiSchedules(w http.ResponseWriter, r *http.Request) {
 				Input: sc.Input, CatchUp: sc.CatchUp,
 				Created: eventlog.ScheduleNanos(sc.Created), LastTick: eventlog.ScheduleNanos(sc.LastTick)})
 		}
+	}
+	writeAPI(w, out)
+}
+
+// apiQueues answers the store's queues with their counts (DESIGN §19),
+// none for a store that keeps none.
+func (s *server) apiQueues(w http.ResponseWriter, r *http.Request) {
+	out := serveapi.Queues{Queues: []serveapi.Queue{}}
+	all, err := s.k.Queues(r.Context())
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	for _, q := range all {
+		out.Queues = append(out.Queues, serveapi.Queue{Name: q.Name, Concurrency: q.Concurrency, Rate: q.Rate,
+			PerNS: int64(q.Per), Priority: q.Priority, Declared: q.Declared, Waiting: q.Waiting, Running: q.Running})
 	}
 	writeAPI(w, out)
 }

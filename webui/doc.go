@@ -8,7 +8,9 @@
 //   - / lists the executions (Kernel.List), filtered by agent, status and
 //     parent (?agent=coder&status=running&parent=ID), with links, and
 //     the store's schedules (Kernel.Schedules, DESIGN §19): each one's
-//     agent, spec, last tick started and next tick.
+//     agent, spec, last tick started and next tick; and the store's
+//     queues (Kernel.Queues, DESIGN §19): each one's concurrency, rate,
+//     priority, waiting (its depth) and running.
 //   - /e/{id} shows one execution: its fork and caller tree, the timeline
 //     picture, and a table of its events with the coverage of each, which
 //     grows live as events are appended (server-sent events from
@@ -96,6 +98,10 @@
 //     DESIGN §19), ordered by name: {schedules: [{name, agent, spec,
 //     input, catch_up, created_ns, last_tick_ns}]}; none for a store that
 //     keeps none.
+//   - GET /api/queues is the store's queues (eventlog.Queuer, DESIGN
+//     §19) with their counts, ordered by name: {queues: [{name,
+//     concurrency, rate, per_ns, priority, declared, waiting, running}]};
+//     none for a store that keeps none.
 //   - GET /api/e/{id}/deltas is the server-sent event stream of the
 //     deltas (DESIGN §16) of the streams this process's handlers read, as
 //     /e/{id}/deltas: one "delta" message {step_id, index, data} each,

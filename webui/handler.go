@@ -108,6 +108,9 @@ type listPage struct {
 	// Schedules are the store's schedules (Kernel.Schedules, DESIGN §19),
 	// whatever the filter: their last and next tick.
 	Schedules []sdk.ScheduleInfo
+	// Queues are the store's queues (Kernel.Queues, DESIGN §19), whatever
+	// the filter: their limits, depth and running.
+	Queues []sdk.QueueInfo
 }
 
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
@@ -147,6 +150,10 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if page.Schedules, err = s.k.Schedules(r.Context()); err != nil {
+		fail(w, err)
+		return
+	}
+	if page.Queues, err = s.k.Queues(r.Context()); err != nil {
 		fail(w, err)
 		return
 	}

@@ -63,6 +63,9 @@
 //	schedules                   the schedules: name, agent, spec, last
 //	                            and next tick
 //	unschedule <name>           remove a schedule
+//	queues                      the queues: concurrency, rate, priority,
+//	                            waiting (depth: not ended, holding no
+//	                            slot) and running (holding a slot)
 //	unquarantine <id>           lift a quarantine (once the damage is
 //	                            mended, say from a backup): Serve runs the
 //	                            execution again; delete <id>, or a fork

@@ -308,6 +308,8 @@ func commands() []*command {
 			run: func(e *env, pos []string) error { return cmdDelete(e, pos[0]) }},
 		{name: "schedules", short: "the schedules: name, agent, spec, last and next tick",
 			run: func(e *env, _ []string) error { return cmdSchedules(e) }},
+		{name: "queues", short: "the queues: concurrency, rate, priority, waiting (depth) and running",
+			run: func(e *env, _ []string) error { return cmdQueues(e) }},
 		{name: "unschedule", args: "<name>", short: "remove a schedule: no Serve starts its ticks any more", minPos: 1, maxPos: 1,
 			run: func(e *env, pos []string) error { return cmdUnschedule(e, pos[0]) }},
 		{name: "unquarantine", args: "<id>", short: "let Serve run again an execution quarantined for a damaged history", minPos: 1, maxPos: 1,

@@ -84,3 +84,7 @@ func TestTokens(t *testing.T) {
 func TestVersions(t *testing.T) {
 	storetest.TestVersions(t, func(t *testing.T) eventlog.IndexedLog { return openMem(t) })
 }
+
+func TestQueues(t *testing.T) {
+	storetest.TestQueues(t, func(t *testing.T) eventlog.Log { return openMem(t) })
+}

@@ -133,7 +133,8 @@ func TestFormatPinned(t *testing.T) {
 		for typ, want := range map[reflect.Type][]string{
 			reflect.TypeFor[header](): {"Agent string agent", "Parent eventlog.ID parent", "At uint64 at,omitempty", "Created int64 created", "Caller eventlog.ID caller,omitempty",
 				"Key string key,omitempty", "CallerStep string caller_step,omitempty",
-				"Version string version,omitempty"}, // DESIGN §19; absent in older headers, read as ""
+				"Version string version,omitempty",                                 // DESIGN §19; absent in older headers, read as ""
+				"Queue string queue,omitempty", "Priority int priority,omitempty"}, // DESIGN §19 queues; absent in older headers: in no queue
 			reflect.TypeFor[indexValue](): {"Generation uint64 generation", "InFlight []string in_flight,omitempty",
 				"CoverageReuse bool coverage_reuse,omitempty", "Bound uint64 bound", "Ref string ref,omitempty",
 				"RefAt uint64 ref_at,omitempty", "RefGeneration uint64 ref_generation,omitempty",

@@ -54,6 +54,7 @@ const (
 	tagQuarantine = 'z'
 	tagLimit      = 'l'
 	tagSchedule   = 'h'
+	tagQueue      = 'u'
 )
 
 // quarantineKey is the key of id's quarantine.

@@ -60,6 +60,7 @@ func (s *Store) claim(ctx context.Context, id eventlog.ID, owner string, ttl tim
 			e.mu.lease = before
 			return err
 		}
+		e.syncSlotLocked()
 		if e.mu.retry.owner == owner {
 			e.mu.retry = retryNote{} // it was left to this owner, which has it now
 		}
@@ -125,7 +126,10 @@ func (s *Store) Holder(ctx context.Context, id eventlog.ID) (eventlog.Lease, boo
 
 // withLease runs f on id's lease state under the execution's lock.
 func (s *Store) withLease(ctx context.Context, id eventlog.ID, f func(*eventlog.LeaseState) error) error {
-	return s.withExecution(ctx, id, func(e *execution) error { return f(&e.mu.lease) })
+	return s.withExecution(ctx, id, func(e *execution) error {
+		defer e.syncSlotLocked()
+		return f(&e.mu.lease)
+	})
 }
 
 // withExecution runs f on id's execution under its lock.

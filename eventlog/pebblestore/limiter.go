@@ -45,6 +45,12 @@ func (s *Store) TakeLimit(ctx context.Context, key string, max int, window time.
 		return false, time.Time{}, err
 	}
 	defer s.leave()
+	return s.takeLimit(key, max, window)
+}
+
+// takeLimit is TakeLimit once the store was entered and its arguments
+// checked.
+func (s *Store) takeLimit(key string, max int, window time.Duration) (bool, time.Time, error) {
 	s.limits.Lock()
 	defer s.limits.Unlock()
 	times, err := s.readLimit(key)

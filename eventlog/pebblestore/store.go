@@ -106,6 +106,15 @@ type Store struct {
 	// schedules orders every write of a schedule record (schedule.go), so
 	// AdvanceSchedule's compare and set are one step.
 	schedules sync.Mutex
+	// queues orders every ClaimToRun and every write of a queue record
+	// (queue.go); held lists, per queue, the executions a ClaimToRun
+	// claimed whose slot may still be held; recs caches the queue
+	// records read (a nil entry: none), which only PutQueue changes.
+	queues struct {
+		sync.Mutex
+		held map[string]map[*execution]struct{}
+		recs map[string]*eventlog.Queue
+	}
 }
 
 var (
@@ -137,6 +146,10 @@ type execution struct {
 		// none (retry.go): kept under its own key, read by loadLocked.
 		quarantine string
 	}
+	// slot is, while the execution holds a slot of its queue (queue.go),
+	// its lease's expiry in Unix nanoseconds; 0 while it holds none. It
+	// is written under mu (syncSlotLocked) and read without it.
+	slot atomic.Int64
 }
 
 // segment is the part of a lineage held by one execution: seqs lo..hi.
@@ -267,7 +280,8 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 	if o.CallerStep != "" && o.Caller.IsZero() {
 		return eventlog.ID{}, fmt.Errorf("%w: create: a caller step (%q) with no caller", eventlog.ErrInvalid, o.CallerStep)
 	}
-	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, CallerStep: o.CallerStep, Key: created.Key, Version: created.Version})
+	hdr, err := encodeValue(&header{Agent: created.Agent, Created: nanos(at), Caller: o.Caller, CallerStep: o.CallerStep, Key: created.Key, Version: created.Version,
+		Queue: created.Queue, Priority: created.Priority})
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("pebblestore: encode header: %w", err)
 	}
@@ -456,6 +470,7 @@ func (s *Store) loadLocked(e *execution) error {
 		return err
 	}
 	e.mu.head, e.mu.status = st.Head, st
+	e.syncSlotLocked()
 	e.mu.index = nil
 	e.mu.inbox = inbox{last: requests} // the pending requests are read on first use
 	// The lease itself lives in memory (a reopened store finds every
@@ -544,6 +559,7 @@ func (e *execution) infoLocked() eventlog.Info {
 		Head: e.mu.head, Created: timeFromNanos(e.hdr.Created),
 		Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt, Deadline: st.Deadline, Tokens: st.Tokens,
 		Caller: e.hdr.Caller, Approvals: slices.Clone(st.Approvals), Key: e.hdr.Key, Version: e.hdr.Version,
+		Queue: e.hdr.Queue, Priority: e.hdr.Priority,
 		LastError: e.mu.retry.lastError, RetryAt: e.mu.retry.at, AwaitedOwner: e.mu.retry.owner,
 		Quarantined: e.mu.quarantine != "", QuarantineError: e.mu.quarantine,
 	}
@@ -804,6 +820,7 @@ func (s *Store) append(ctx context.Context, id eventlog.ID, expectedHead uint64,
 	s.remember(written...)
 	e.mu.head = expectedHead + uint64(len(events))
 	e.mu.status = status
+	e.syncSlotLocked()
 	e.mu.inbox.remove(take)
 	if woke != nil {
 		woke.parent.mu.inbox.last = woke.n

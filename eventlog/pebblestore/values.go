@@ -36,6 +36,11 @@ type header struct {
 	// its execution.created or fork.created Version; "" for none and in
 	// older headers, which were all written before versions existed.
 	Version string `msgpack:"version,omitempty"`
+
+	// Queue and Priority are the execution.created's (eventlog.Info.Queue);
+	// "" and 0 for none, for forks and in older headers.
+	Queue    string `msgpack:"queue,omitempty"`
+	Priority int    `msgpack:"priority,omitempty"`
 }
 
 // indexValue is an eventlog.ResourceState without the key and seq, which

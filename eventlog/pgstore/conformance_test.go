@@ -65,3 +65,7 @@ func TestTokens(t *testing.T) {
 func TestVersions(t *testing.T) {
 	storetest.TestVersions(t, func(t *testing.T) eventlog.IndexedLog { return openStore(t, pgstore.WithoutSync()) })
 }
+
+func TestQueues(t *testing.T) {
+	storetest.TestQueues(t, func(t *testing.T) eventlog.Log { return openStore(t, pgstore.WithoutSync()) })
+}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -96,13 +97,28 @@ func (s *Store) withRow(ctx context.Context, id eventlog.ID, write bool, f func(
 		}
 		return f(&r, now)
 	}
+	return s.lockedRowTx(ctx, id, func(_ pgx.Tx, r *row, now time.Time) error { return f(r, now) })
+}
+
+// withRowTx is withRow for a write whose f also uses the transaction.
+func (s *Store) withRowTx(ctx context.Context, id eventlog.ID, f func(pgx.Tx, *row, time.Time) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.lockedRowTx(ctx, id, f)
+}
+
+// lockedRowTx runs f on id's row, locked, in a transaction, and writes
+// back the lease f leaves. The store was entered.
+func (s *Store) lockedRowTx(ctx context.Context, id eventlog.ID, f func(pgx.Tx, *row, time.Time) error) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		r, now, err := s.readRow(ctx, tx, id, true)
 		if err != nil {
 			return err
 		}
 		before := r.lease
-		if err := f(&r, now); err != nil {
+		if err := f(tx, &r, now); err != nil {
 			return err
 		}
 		if r.lease == before {
@@ -179,30 +195,84 @@ func (s *Store) claimRunnable(ctx context.Context, owner string, ttl time.Durati
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT e.id FROM `+s.q.executions+` e
+		// Queues that look full, by a count that takes no lock, are left
+		// out of the selection, so that their executions do not take the
+		// places of others; the count that decides comes below, under
+		// the queues' locks.
+		full, err := s.fullQueues(ctx, tx, dbnow)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT e.id, e.queue, e.status FROM `+s.q.executions+` e
 			WHERE e.agent = ANY($1) AND e.status IN ($2, $3, $4) AND e.deleted_kept IS NULL
 			AND NOT (e.lease_epoch > 0 AND NOT e.lease_released AND e.lease_expires_ns > $5)
 			AND (e.retry_ns <= $6 OR e.await_owner = $9) AND e.quarantine = ''
 			AND ($10::text IS NULL OR e.version = '' OR e.version = $10)
+			AND NOT (e.queue = ANY($11))
 			AND (e.status <> $4
 				OR (e.wake_ns <> 0 AND e.wake_ns <= $6)
 				OR EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind <> $7)
 				OR (e.wake_ns = 0 AND cardinality(e.approvals) = 0
 					AND EXISTS (SELECT 1 FROM `+s.q.requests+` r WHERE r.execution = e.id AND r.kind = $7)))
-			ORDER BY e.id LIMIT $8
+			ORDER BY e.priority, e.created_ns, e.id LIMIT $8
 			FOR UPDATE OF e SKIP LOCKED`,
 			agents, int16(eventlog.StatusPending), int16(eventlog.StatusRunning), int16(eventlog.StatusWaiting),
-			nanos(dbnow), nanos(now), int16(eventlog.KindChildEnded), n, owner, worker)
+			nanos(dbnow), nanos(now), int16(eventlog.KindChildEnded), n, owner, worker, full)
 		if err != nil {
 			return err
 		}
-		ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]byte, error) {
-			var b []byte
-			err := r.Scan(&b)
-			return b, err
+		type candidate struct {
+			id     []byte
+			queue  string
+			status int16
+		}
+		cands, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (candidate, error) {
+			var c candidate
+			err := r.Scan(&c.id, &c.queue, &c.status)
+			return c, err
 		})
-		if err != nil || len(ids) == 0 {
+		if err != nil {
 			return err
+		}
+		// The rows of the candidates' limited queues are locked, in name
+		// order, and their slots counted (queue.go): another claim of one
+		// of them waits here until this one commits, so none takes a slot
+		// this one counted free. A claim of executions in no queue takes
+		// no queue's lock.
+		var names []string
+		for _, c := range cands {
+			if len(c.id) != len(eventlog.ID{}) {
+				return &eventlog.CorruptionError{What: "execution row", Err: fmt.Errorf("id of %d bytes", len(c.id))}
+			}
+			if c.queue != "" && !slices.Contains(names, c.queue) {
+				names = append(names, c.queue)
+			}
+		}
+		var queues map[string]*queueState
+		if len(names) > 0 {
+			if queues, err = s.lockQueues(ctx, tx, names, dbnow); err != nil {
+				return err
+			}
+		}
+		// In the order selected (priority, then creation), each queued
+		// candidate takes a slot of its queue and, if pending, a start of
+		// its rate; those its queue refuses stay unclaimed (their row
+		// locks end with the transaction).
+		ids := make([][]byte, 0, len(cands))
+		for _, c := range cands {
+			if q := queues[c.queue]; c.queue != "" && q != nil {
+				err := s.admit(ctx, tx, q, eventlog.ID(c.id), eventlog.Status(c.status))
+				if errors.Is(err, eventlog.ErrQueueFull) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+			}
+			ids = append(ids, c.id)
+		}
+		if len(ids) == 0 {
+			return nil
 		}
 		expires := dbnow.Add(ttl)
 		rows, err = tx.Query(ctx, `UPDATE `+s.q.executions+` SET lease_epoch = lease_epoch + 1, lease_owner = $2,

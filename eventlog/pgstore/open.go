@@ -23,7 +23,7 @@ const DefaultSchema = "forkline"
 
 // SchemaVersion is the version of the tables this build writes, kept in
 // the schema_version table of the store's schema.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // ErrSchemaTooNew is returned by Open for a schema that a newer build of
 // forkline migrated past SchemaVersion: this build would misread it.
@@ -378,6 +378,10 @@ var migrations = []func(schema string) []string{
 	// Version 11: schedules (DESIGN §19, §21½.14, schedule.go): a table
 	// of their own, each with its last tick started.
 	migrateSchedules,
+	// Version 12: queues (DESIGN §19, §21½.13, queue.go): each row's
+	// execution.created Queue and Priority, and a table of the queues'
+	// records. Rows of earlier versions get '' and 0: in no queue.
+	migrateQueues,
 }
 
 // migrateLimiter adds the limiter's table.

@@ -46,6 +46,9 @@ type header struct {
 	Caller  eventlog.ID
 	Created time.Time
 	Version string // the code version (eventlog.Info.Version); "" for none
+	// Queue and Priority are the execution.created's (eventlog.Info.Queue).
+	Queue    string
+	Priority int
 }
 
 // row is an execution's row: header, status, lease and inbox counter.
@@ -71,7 +74,7 @@ type retryNote struct {
 
 const rowCols = `id, agent, parent, fork_seq, caller, created_ns, head, status, updated_ns, wake_ns, deadline_ns,
 	dispatched, parked, approvals, lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last,
-	last_error, retry_ns, coalesce(idem_key, ''), await_owner, quarantine, tokens_in, tokens_out, version`
+	last_error, retry_ns, coalesce(idem_key, ''), await_owner, quarantine, tokens_in, tokens_out, version, queue, priority`
 
 // scanRow reads one row of rowCols (and then extra) from r.
 func scanRow(r pgx.Row, extra ...any) (row, error) {
@@ -83,12 +86,13 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		status                                          int16
 		dispatched, parked, released                    bool
 		agent, owner, lastError, key, awaitOwner        string
-		quarantine, version                             string
+		quarantine, version, queue                      string
+		priority                                        int32
 		approvals                                       []string
 	)
 	dest := append([]any{&id, &agent, &parent, &forkSeq, &caller, &created, &head, &status, &updated, &wake, &deadline,
 		&dispatched, &parked, &approvals, &epoch, &owner, &expires, &released, &inboxLast,
-		&lastError, &retryAt, &key, &awaitOwner, &quarantine, &tokensIn, &tokensOut, &version}, extra...)
+		&lastError, &retryAt, &key, &awaitOwner, &quarantine, &tokensIn, &tokensOut, &version, &queue, &priority}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -119,6 +123,7 @@ func scanRow(r pgx.Row, extra ...any) (row, error) {
 		return bad("tokens %d+%d", tokensIn, tokensOut)
 	}
 	out.hdr.Agent, out.hdr.At, out.hdr.Created, out.hdr.Version = agent, uint64(forkSeq), fromNanos(created), version
+	out.hdr.Queue, out.hdr.Priority = queue, int(priority)
 	out.status = eventlog.StatusState{
 		Status: eventlog.Status(status), Head: uint64(head), Updated: fromNanos(updated), WakeAt: fromNanos(wake),
 		Deadline: fromNanos(deadline), Dispatched: dispatched, Parked: parked, Approvals: approvals,
@@ -145,7 +150,7 @@ func (r *row) info() eventlog.Info {
 		ID: r.id, Agent: r.hdr.Agent, Parent: r.hdr.Parent, ForkSeq: r.hdr.At, Head: st.Head,
 		Created: r.hdr.Created, Status: st.Status, Updated: st.Updated, WakeAt: st.WakeAt,
 		Deadline: st.Deadline, Tokens: st.Tokens, Caller: r.hdr.Caller, Approvals: st.Approvals, Key: r.key,
-		Version:   r.hdr.Version,
+		Version: r.hdr.Version, Queue: r.hdr.Queue, Priority: r.hdr.Priority,
 		LastError: r.retry.lastError, RetryAt: r.retry.at, AwaitedOwner: r.retry.owner,
 		Quarantined: r.quarantine != "", QuarantineError: r.quarantine,
 	}

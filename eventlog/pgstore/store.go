@@ -51,11 +51,11 @@ func (s *Store) Create(ctx context.Context, created *eventlog.ExecutionCreated, 
 		// unique index until this one ends, then inserts nothing.
 		tag, err := tx.Exec(ctx, `INSERT INTO `+s.q.executions+` (id, agent, parent, fork_seq, caller, created_ns, idem_key,
 			head, status, updated_ns, wake_ns, deadline_ns, dispatched, parked, approvals,
-			lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last, caller_step, version)
-			VALUES ($1, $2, NULL, 0, $3, $4, $5, 1, $6, $7, 0, $8, false, false, '{}', 0, '', 0, false, 0, $9, $10)
+			lease_epoch, lease_owner, lease_expires_ns, lease_released, inbox_last, caller_step, version, queue, priority)
+			VALUES ($1, $2, NULL, 0, $3, $4, $5, 1, $6, $7, 0, $8, false, false, '{}', 0, '', 0, false, 0, $9, $10, $11, $12)
 			ON CONFLICT (idem_key) DO NOTHING`,
 			id[:], created.Agent, nullID(o.Caller), nanos(at), nullText(created.Key),
-			int16(st.Status), nanos(st.Updated), nanos(st.Deadline), o.CallerStep, created.Version)
+			int16(st.Status), nanos(st.Updated), nanos(st.Deadline), o.CallerStep, created.Version, created.Queue, int32(created.Priority))
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}

@@ -26,6 +26,7 @@ func TestStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("RetryKeeper", func(t *testing.T) { TestRetryKeeper(t, open) })
 	t.Run("Limiter", func(t *testing.T) { TestLimiter(t, func(t *testing.T) eventlog.Log { return open(t) }) })
 	t.Run("Scheduler", func(t *testing.T) { TestScheduler(t, func(t *testing.T) eventlog.Log { return open(t) }) })
+	t.Run("Queues", func(t *testing.T) { TestQueues(t, func(t *testing.T) eventlog.Log { return open(t) }) })
 	t.Run("ChildEnded", func(t *testing.T) { TestChildEnded(t, open) })
 	t.Run("Quarantiner", func(t *testing.T) { TestQuarantiner(t, open) })
 }

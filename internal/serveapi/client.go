@@ -42,6 +42,7 @@ var (
 	_ eventlog.IndexedLog    = (*Log)(nil)
 	_ eventlog.UsageReporter = (*Log)(nil)
 	_ eventlog.Scheduler     = (*Log)(nil)
+	_ eventlog.Queuer        = (*Log)(nil)
 )
 
 // Dial returns a Log reading through the server at base (say
@@ -326,6 +327,62 @@ func (l *Log) DeleteSchedule(_ context.Context, name string) error {
 // ErrReadOnly.
 func (l *Log) AdvanceSchedule(_ context.Context, name string, _, _, _ time.Time) (bool, error) {
 	return false, l.readOnly("advance schedule " + strconv.Quote(name))
+}
+
+// queues reads /api/queues.
+func (l *Log) queues(ctx context.Context) ([]Queue, error) {
+	var x Queues
+	if err := l.get(ctx, "api/queues", nil, &x); err != nil {
+		return nil, err
+	}
+	return x.Queues, nil
+}
+
+// Queues implements eventlog.Queuer: the serving store's declared queues
+// (DESIGN §19). A record that breaks eventlog.CheckQueue is an
+// eventlog.CorruptionError, as the stores report it.
+func (l *Log) Queues(ctx context.Context) ([]eventlog.Queue, error) {
+	all, err := l.queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []eventlog.Queue
+	for _, w := range all {
+		if !w.Declared {
+			continue
+		}
+		q := eventlog.Queue{Name: w.Name, Concurrency: w.Concurrency, Rate: w.Rate, Per: time.Duration(w.PerNS), Priority: w.Priority}
+		if err := eventlog.CheckQueue(q); err != nil {
+			return nil, &eventlog.CorruptionError{What: fmt.Sprintf("queue %q from %s", w.Name, l.base), Err: err}
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// QueueCounts implements eventlog.Queuer: the serving store's counts.
+func (l *Log) QueueCounts(ctx context.Context) (map[string]eventlog.QueueCount, error) {
+	all, err := l.queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]eventlog.QueueCount{}
+	for _, w := range all {
+		if w.Waiting > 0 || w.Running > 0 {
+			out[w.Name] = eventlog.QueueCount{Waiting: w.Waiting, Running: w.Running}
+		}
+	}
+	return out, nil
+}
+
+// PutQueue implements eventlog.Queuer; it fails with ErrReadOnly.
+func (l *Log) PutQueue(_ context.Context, q eventlog.Queue) error {
+	return l.readOnly("declare queue " + strconv.Quote(q.Name))
+}
+
+// ClaimToRun implements eventlog.Queuer; it fails with ErrReadOnly.
+func (l *Log) ClaimToRun(_ context.Context, id eventlog.ID, _ string, _ time.Duration, _ string) (eventlog.Lease, error) {
+	return eventlog.Lease{}, l.readOnly("claim " + id.String())
 }
 
 func (l *Log) readOnly(op string) error {

@@ -246,3 +246,22 @@ type Schedule struct {
 type Schedules struct {
 	Schedules []Schedule `json:"schedules"`
 }
+
+// Queue is one queue in the answer of /api/queues: its record and what
+// it holds now (DESIGN §19). PerNS is the rate's period in nanoseconds.
+type Queue struct {
+	Name        string `json:"name"`
+	Concurrency int    `json:"concurrency"`
+	Rate        int    `json:"rate"`
+	PerNS       int64  `json:"per_ns"`
+	Priority    bool   `json:"priority"`
+	Declared    bool   `json:"declared"`
+	Waiting     int    `json:"waiting"`
+	Running     int    `json:"running"`
+}
+
+// Queues is the answer of /api/queues: the store's queues, ordered by
+// name, with their counts (DESIGN §19).
+type Queues struct {
+	Queues []Queue `json:"queues"`
+}
