@@ -67,6 +67,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for signature timestamps (default time.Now).
 	Now func() time.Time
+	// Metrics is what GET /metrics exports: the meter the kernel was
+	// opened with (Metrics.Option). Nil: /metrics is 404.
+	Metrics *Metrics
 }
 
 // Server is the HTTP API of a kernel. It implements http.Handler.
@@ -140,6 +143,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v0/executions/{id}/coverage", s.bearer(s.coverage))
 	m.HandleFunc("GET /v0/health", s.health)
 	m.HandleFunc("GET /v0/ready", s.ready)
+	m.HandleFunc("GET /metrics", s.bearer(s.metrics))
 
 	m.HandleFunc("GET /v0/executions/{id}/steps", s.either(s.listSteps))
 	m.HandleFunc("GET /v0/executions/{id}/steps/{step}", s.either(s.getStep))
