@@ -70,6 +70,9 @@ type Options struct {
 	// Metrics is what GET /metrics exports: the meter the kernel was
 	// opened with (Metrics.Option). Nil: /metrics is 404.
 	Metrics *Metrics
+	// KeepAlive is how often GET /v0/executions/{id}/stream sends a
+	// comment while no delta comes (default 15 s).
+	KeepAlive time.Duration
 }
 
 // Server is the HTTP API of a kernel. It implements http.Handler.
@@ -113,6 +116,9 @@ func Handler(k *sdk.Kernel, opts Options) (*Server, error) {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 8
 	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 15 * time.Second
+	}
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -141,6 +147,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v0/executions/{id}/cancel", s.bearer(s.cancel))
 	m.HandleFunc("POST /v0/executions/{id}/fork", s.bearer(s.fork))
 	m.HandleFunc("GET /v0/executions/{id}/coverage", s.bearer(s.coverage))
+	m.HandleFunc("GET /v0/executions/{id}/stream", s.bearer(s.stream))
 	m.HandleFunc("GET /v0/health", s.health)
 	m.HandleFunc("GET /v0/ready", s.ready)
 	m.HandleFunc("GET /metrics", s.bearer(s.metrics))
