@@ -148,6 +148,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v0/executions/{id}/fork", s.bearer(s.fork))
 	m.HandleFunc("GET /v0/executions/{id}/coverage", s.bearer(s.coverage))
 	m.HandleFunc("GET /v0/executions/{id}/stream", s.bearer(s.stream))
+	m.HandleFunc("GET /v0/executions/{id}/diff", s.bearer(s.diff))
 	m.HandleFunc("GET /v0/health", s.health)
 	m.HandleFunc("GET /v0/ready", s.ready)
 	m.HandleFunc("GET /metrics", s.bearer(s.metrics))
