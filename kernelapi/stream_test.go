@@ -23,7 +23,7 @@ import (
 func TestStreamRoute(t *testing.T) {
 	r := newRig(t, kernelapi.Options{KeepAlive: 2 * time.Millisecond, StallAfter: time.Minute})
 	seen := make(chan struct{}) // the client got a probe delta: it is subscribed
-	stepc := make(chan string, 1)
+	stepc := make(chan string, 2)
 	hook := webhookServer(t, r.url, "writer", func(a *agentClient) {
 		d, err := a.submit("llm_call", "model", map[string]string{"prompt": "greet"}, "safe_to_retry")
 		if err != nil || d.Decision != "proceed" {
@@ -51,6 +51,21 @@ func TestStreamRoute(t *testing.T) {
 			}
 		}
 		if ans, err := a.post("/steps/"+d.StepID+"/complete", map[string]any{"result": map[string]string{"text": "Hello world"}}); err != nil || ans.code != 204 {
+			t.Errorf("complete step: %v %d %s", err, ans.code, ans.body)
+			return
+		}
+		// A second step's deltas count from 0 again.
+		d, err = a.submit("llm_call", "model", map[string]string{"prompt": "part"}, "safe_to_retry")
+		if err != nil || d.Decision != "proceed" {
+			t.Errorf("submit: %v %+v", err, d)
+			return
+		}
+		stepc <- d.StepID
+		if ans, err := a.post("/steps/"+d.StepID+"/stream", map[string]any{"seq": 0, "data": "Bye"}); err != nil || ans.code != 204 {
+			t.Errorf("delta: %v %d %s", err, ans.code, ans.body)
+			return
+		}
+		if ans, err := a.post("/steps/"+d.StepID+"/complete", map[string]any{"result": map[string]string{"text": "Bye"}}); err != nil || ans.code != 204 {
 			t.Errorf("complete step: %v %d %s", err, ans.code, ans.body)
 			return
 		}
@@ -109,12 +124,14 @@ func TestStreamRoute(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	want := []frame{{step, 1, "Hel"}, {step, 2, "lo"}, {step, 3, " world"}}
+	step2 := <-stepc
+	want := []frame{{step, 1, "Hel"}, {step, 2, "lo"}, {step, 3, " world"}, {step2, 0, "Bye"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("frames (-want +got):\n%s", diff)
 	}
 	r.await(id, eventlog.StatusCompleted)
-	wantKinds := []string{"execution.created", "dispatch.started", "step.started", "step.succeeded", "execution.completed"}
+	wantKinds := []string{"execution.created", "dispatch.started", "step.started", "step.succeeded",
+		"step.started", "step.succeeded", "execution.completed"}
 	if diff := cmp.Diff(wantKinds, kinds(r.events(id))); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
