@@ -160,6 +160,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v0/executions/{id}/steps/{step}/fail", s.signed(s.failStep))
 	m.HandleFunc("POST /v0/executions/{id}/steps/{step}/stream", s.signed(s.streamDelta))
 	m.HandleFunc("POST /v0/executions/{id}/heartbeat", s.signed(s.heartbeat))
+	m.HandleFunc("POST /v0/executions/{id}/resources", s.signed(s.bindResource))
 	m.HandleFunc("POST /v0/executions/{id}/complete", s.signed(s.completeExecution))
 	m.HandleFunc("POST /v0/executions/{id}/fail", s.signed(s.failExecution))
 
