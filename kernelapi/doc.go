@@ -89,9 +89,10 @@
 //
 //	GET    /v0/executions/{id}/steps?status=terminal         {steps}
 //	GET    /v0/executions/{id}/steps/{step_id}               step, or 404
-//	POST   /v0/executions/{id}/steps          {kind, target, args, idempotency} → decision
-//	POST   /v0/executions/{id}/steps/{step_id}/complete      {result} → 204
-//	POST   /v0/executions/{id}/steps/{step_id}/fail          {error} → 204
+//	POST   /v0/executions/{id}/steps          {kind, target, args, idempotency, resources?} → decision
+//	POST   /v0/executions/{id}/steps/{step_id}/complete      {result, captures?} → 204
+//	POST   /v0/executions/{id}/steps/{step_id}/fail          {error, captures?} → 204
+//	POST   /v0/executions/{id}/resources      {key, driver_id, configuration?} → {key, action, from} (forkline's addition)
 //	POST   /v0/executions/{id}/steps/{step_id}/stream        {seq, data} → 204
 //	POST   /v0/executions/{id}/heartbeat      → 204
 //	POST   /v0/executions/{id}/complete       {output} → 204
@@ -127,6 +128,26 @@
 // the same identity is already started under this attempt, or an approval
 // is pending, approval_id given), execution_blocked (the dispatch already
 // waits for an approval), execution_terminal (the execution ended).
+//
+// # Remote resources
+//
+// State an agent keeps itself — a workspace, a scratch database — is bound
+// to the execution through the kernel so that a fork restores it (DESIGN
+// §21½.4); the agent takes and restores its checkpoints, the kernel
+// records the binding and the refs. POST …/resources binds key with the
+// agent's driver_id (recorded as "remote:" + driver_id, with the
+// configuration) and answers what to do: {action: "create", from: ref}
+// restores the checkpoint ref (a fork's selection), {action: "create",
+// from: ""} starts from the initial environment, {action: "open"}
+// continues the resource this execution bound on an earlier attempt. A
+// resource created from the initial environment gets its baseline at
+// once (ref "kernelapi:initial", which restores as the initial
+// environment). A tool_call or local step lists the keys it affects in
+// resources; proceed names them again in capture, and the step's
+// completion (or failure) carries each one's new ref in captures
+// {key: ref}: the checkpoints due after the step (every step by default)
+// are appended with its outcome. A due checkpoint whose ref the agent did
+// not send is recorded as resource.capture_failed.
 //
 // # Bad input
 //
