@@ -3,8 +3,10 @@ package kernelapi_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -161,5 +163,89 @@ func TestRemoteResource(t *testing.T) {
 	var ex struct{ Output int }
 	if code := r.do("GET", "/v0/executions/"+fid.String(), nil, &ex); code != 200 || ex.Output != 3 {
 		t.Fatalf("fork's output: %d %+v", code, ex)
+	}
+}
+
+// TestRemoteResourceReopen: a due checkpoint whose ref the agent did not
+// send is recorded as resource.capture_failed; after the agent stalls and
+// its attempt is replaced, the next attempt's bind answers "open" (the
+// resource this execution bound) and appends no second binding.
+func TestRemoteResourceReopen(t *testing.T) {
+	r := newRig(t, kernelapi.Options{StallAfter: 300 * time.Millisecond})
+	var mu sync.Mutex
+	var binds []map[string]any
+	hook := webhookServer(t, r.url, "keeper", func(a *agentClient) {
+		ans, err := a.post("/resources", map[string]any{"key": "ws", "driver_id": "keeper.v1"})
+		if err != nil || ans.code != 200 {
+			t.Errorf("bind: %v %d %s", err, ans.code, ans.body)
+			return
+		}
+		var bind map[string]any
+		if err := json.Unmarshal(ans.body, &bind); err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		binds = append(binds, bind)
+		first := len(binds) == 1
+		mu.Unlock()
+		for i := range 2 {
+			ans, err := a.post("/steps", map[string]any{"kind": "tool_call", "target": "touch", "args": map[string]int{"i": i}, "resources": []string{"ws"}})
+			if err != nil || ans.code != 200 {
+				t.Errorf("submit: %v %d %s", err, ans.code, ans.body)
+				return
+			}
+			var d stepDecision
+			if err := json.Unmarshal(ans.body, &d); err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Decision != "proceed" {
+				continue
+			}
+			if first && i == 1 {
+				return // stalls with the step in flight
+			}
+			body := map[string]any{"result": i}
+			if !first {
+				body["captures"] = map[string]string{"ws": fmt.Sprintf("ref-%d", i)}
+			}
+			if ans, err := a.post("/steps/"+d.StepID+"/complete", body); err != nil || ans.code != 204 {
+				t.Errorf("complete: %v %d %s", err, ans.code, ans.body)
+				return
+			}
+		}
+		if ans, err := a.post("/complete", map[string]any{"output": "done"}); err != nil || ans.code != 204 {
+			t.Errorf("complete execution: %v %d %s", err, ans.code, ans.body)
+		}
+	})
+	r.register("keeper", hook.URL)
+	id := r.create("keeper", nil)
+	r.await(id, eventlog.StatusCompleted)
+	mu.Lock()
+	defer mu.Unlock()
+	want := []map[string]any{{"key": "ws", "action": "create", "from": ""}, {"key": "ws", "action": "open"}}
+	if diff := cmp.Diff(want, binds); diff != "" {
+		t.Fatalf("binds (-want +got):\n%s", diff)
+	}
+	// The first step's outcome is appended with the failure of the
+	// capture due after it.
+	bound, failed, captured := 0, false, []string{}
+	evs := r.events(id)
+	for i, ev := range evs {
+		switch p := ev.Data.(type) {
+		case *eventlog.ResourceBound:
+			bound++
+		case *eventlog.StepSucceeded:
+			if i == 5 && i+1 < len(evs) {
+				cf, ok := evs[i+1].Data.(*eventlog.ResourceCaptureFailed)
+				failed = ok && cf.Key == "ws" && cf.Reason == eventlog.CaptureSteps && evs[i+1].Time.Equal(ev.Time)
+			}
+		case *eventlog.ResourceCaptured:
+			captured = append(captured, p.Ref)
+		}
+	}
+	if bound != 1 || !failed || !slices.Contains(captured, "ref-1") {
+		t.Fatalf("bound %d, capture failed after the first step %t, captured %v; events:\n%s", bound, failed, captured, kindsText(r.events(id)))
 	}
 }
