@@ -50,18 +50,49 @@
 //	POST   /v0/executions/{id}/cancel         → 204
 //	POST   /v0/executions/{id}/fork           {at} → 201 execution (forkline's addition)
 //	GET    /v0/executions/{id}/coverage?at=N  {seq, covered, resources} (forkline's addition)
+//	GET    /v0/executions/{id}/diff?with=ID   comparison (forkline's addition; fork.Diff)
+//	GET    /v0/executions/{id}/stream         server-sent events: the execution's deltas
+//
+// The diff compares the execution (a) with the one named by with= (b): the
+// length of the prefix their lineages share and its steps, every other
+// step aligned by step ID with each side's outcome and a change of same,
+// changed, only_a or only_b, both outputs, and each resource's newest
+// checkpoint; it writes nothing. Its JSON is fork.Comparison's, with step
+// kinds in the wire's names.
+//
+// The stream is a live tail, never stored: one frame
+// "data: {step_id, seq, data}" per delta an agent posted to a step's
+// stream route (or a Go handler's streaming model call read), from when
+// the client connects — nothing is replayed, so a client reads the
+// recorded result from the step route once step.succeeded lands — a
+// ": keep-alive" comment every Options.KeepAlive (15 s) while none comes,
+// and the end of the response when the execution ends. seq counts each
+// step's deltas; a gap says deltas were dropped (a client more than 1024
+// behind). Deltas reach the clients of the process that received them,
+// and on Postgres those of the others too (DESIGN §21½.4).
 //
 // Operational (no authentication): GET /v0/health ({"status":"ok"}) and
 // GET /v0/ready (503 unavailable when the store does not answer).
+//
+// Metrics (bearer, like the admin routes, unless Options.Dev): GET
+// /metrics is the Prometheus text exposition of the kernel's OpenTelemetry
+// instruments (forkline_steps_total by kind and outcome,
+// forkline_steps_replayed_total, forkline_captures_total,
+// forkline_forks_total, forkline_lease_takeovers_total and the capture
+// histograms), read from the meter of [NewMetrics] given both to the
+// kernel (Metrics.Option) and to Options.Metrics; without it the route is
+// 404. It takes the token because the counts describe the workload; a
+// Prometheus scrape job gives it with its authorization setting.
 //
 // Agent (signed; the POSTs with the dispatch headers except heartbeat's
 // attempt check, which it needs too):
 //
 //	GET    /v0/executions/{id}/steps?status=terminal         {steps}
 //	GET    /v0/executions/{id}/steps/{step_id}               step, or 404
-//	POST   /v0/executions/{id}/steps          {kind, target, args, idempotency} → decision
-//	POST   /v0/executions/{id}/steps/{step_id}/complete      {result} → 204
-//	POST   /v0/executions/{id}/steps/{step_id}/fail          {error} → 204
+//	POST   /v0/executions/{id}/steps          {kind, target, args, idempotency, resources?} → decision
+//	POST   /v0/executions/{id}/steps/{step_id}/complete      {result, captures?} → 204
+//	POST   /v0/executions/{id}/steps/{step_id}/fail          {error, captures?} → 204
+//	POST   /v0/executions/{id}/resources      {key, driver_id, configuration?} → {key, action, from} (forkline's addition)
 //	POST   /v0/executions/{id}/steps/{step_id}/stream        {seq, data} → 204
 //	POST   /v0/executions/{id}/heartbeat      → 204
 //	POST   /v0/executions/{id}/complete       {output} → 204
@@ -73,10 +104,23 @@
 //	GET    /v0/agents                         {agents} (secrets redacted)
 //	GET    /v0/agents/{id}
 //	DELETE /v0/agents/{id}                    → 204
+//	PUT    /v0/agents/{id}/policy             bundle YAML (DESIGN §17) → {agent_id, bundle, default, rules}
+//	GET    /v0/agents/{id}/policy             {agent_id, bundle, default, rules}, or 404
+//	DELETE /v0/agents/{id}/policy             → 204
 //	GET    /v0/approvals                      {approvals} (pending; id "<execution>.<step id>")
 //	GET    /v0/approvals/{id}
 //	POST   /v0/approvals/{id}/grant           {decided_by, rationale?} → 204
 //	POST   /v0/approvals/{id}/deny            {decided_by, rationale?} → 204
+//
+// An agent's policy bundle (sdk.Kernel.SetAgentBundle) decides that
+// agent's live calls in place of the kernel's own bundle, with the
+// kernel's gate as DESIGN §21½.11 says: a deny is recorded as step.denied
+// with the rule's id (Code policy) and the submit gets denied with the
+// reason; an approve asks an approval. A call already recorded replays as
+// recorded. The body of PUT is the bundle's text; one policy.ParseBundle
+// refuses is 400 invalid_request with details {line, field}, and the
+// agent keeps the bundle it had. Like the agents, bundles are held by the
+// server process, not the store.
 //
 // Submit decisions: proceed (run the effect, then complete or fail it),
 // replay (the recorded result or error comes back), denied (the gate
@@ -84,6 +128,26 @@
 // the same identity is already started under this attempt, or an approval
 // is pending, approval_id given), execution_blocked (the dispatch already
 // waits for an approval), execution_terminal (the execution ended).
+//
+// # Remote resources
+//
+// State an agent keeps itself — a workspace, a scratch database — is bound
+// to the execution through the kernel so that a fork restores it (DESIGN
+// §21½.4); the agent takes and restores its checkpoints, the kernel
+// records the binding and the refs. POST …/resources binds key with the
+// agent's driver_id (recorded as "remote:" + driver_id, with the
+// configuration) and answers what to do: {action: "create", from: ref}
+// restores the checkpoint ref (a fork's selection), {action: "create",
+// from: ""} starts from the initial environment, {action: "open"}
+// continues the resource this execution bound on an earlier attempt. A
+// resource created from the initial environment gets its baseline at
+// once (ref "kernelapi:initial", which restores as the initial
+// environment). A tool_call or local step lists the keys it affects in
+// resources; proceed names them again in capture, and the step's
+// completion (or failure) carries each one's new ref in captures
+// {key: ref}: the checkpoints due after the step (every step by default)
+// are appended with its outcome. A due checkpoint whose ref the agent did
+// not send is recorded as resource.capture_failed.
 //
 // # Bad input
 //

@@ -227,6 +227,7 @@ type stepDecision struct {
 	Error      json.RawMessage `json:"error"`
 	ApprovalID string          `json:"approval_id"`
 	Reason     string          `json:"reason"`
+	Capture    []string        `json:"capture"`
 }
 
 func (a *agentClient) submit(kind, target string, args any, idem string) (stepDecision, error) {

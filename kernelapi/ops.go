@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/fork"
 )
 
 // health answers {"status":"ok"} while the process serves.
@@ -81,5 +82,45 @@ func (s *Server) coverage(w http.ResponseWriter, r *http.Request, req *request) 
 			"generation": sel.Generation, "covered": sel.Covered})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"seq": p.Seq, "covered": p.Covered, "resources": res})
+	return nil
+}
+
+// diff compares the execution with the one named by with= (fork.Diff,
+// forkline's addition): the prefix their lineages share, their other steps
+// aligned by step ID with each side's outcome, their outputs and each
+// resource's newest checkpoint. Step kinds are the wire's names.
+func (s *Server) diff(w http.ResponseWriter, r *http.Request, req *request) error {
+	if err := noBody(req.body); err != nil {
+		return err
+	}
+	a, err := s.executionOf(r, req)
+	if err != nil {
+		return err
+	}
+	with := r.URL.Query().Get("with")
+	if with == "" {
+		return errorf(http.StatusBadRequest, "invalid_request", "with= names the execution to compare with")
+	}
+	bid, err := eventlog.ParseID(with)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "invalid_request", "with=%q is not an execution ID", with)
+	}
+	if _, err := s.log.Info(r.Context(), bid); err != nil {
+		if isNotFound(err) {
+			return errorf(http.StatusNotFound, "not_found", "no execution %s", bid)
+		}
+		return err
+	}
+	c, err := fork.Diff(r.Context(), s.log, a.ID, bid)
+	if err != nil {
+		return err
+	}
+	for i := range c.Prefix {
+		c.Prefix[i].Kind = eventlog.StepKind(wireKind(c.Prefix[i].Kind))
+	}
+	for i := range c.Steps {
+		c.Steps[i].Kind = eventlog.StepKind(wireKind(c.Steps[i].Kind))
+	}
+	writeJSON(w, http.StatusOK, c)
 	return nil
 }

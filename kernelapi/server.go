@@ -67,6 +67,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for signature timestamps (default time.Now).
 	Now func() time.Time
+	// Metrics is what GET /metrics exports: the meter the kernel was
+	// opened with (Metrics.Option). Nil: /metrics is 404.
+	Metrics *Metrics
+	// KeepAlive is how often GET /v0/executions/{id}/stream sends a
+	// comment while no delta comes (default 15 s).
+	KeepAlive time.Duration
 }
 
 // Server is the HTTP API of a kernel. It implements http.Handler.
@@ -110,6 +116,9 @@ func Handler(k *sdk.Kernel, opts Options) (*Server, error) {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 8
 	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 15 * time.Second
+	}
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -138,8 +147,11 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v0/executions/{id}/cancel", s.bearer(s.cancel))
 	m.HandleFunc("POST /v0/executions/{id}/fork", s.bearer(s.fork))
 	m.HandleFunc("GET /v0/executions/{id}/coverage", s.bearer(s.coverage))
+	m.HandleFunc("GET /v0/executions/{id}/stream", s.bearer(s.stream))
+	m.HandleFunc("GET /v0/executions/{id}/diff", s.bearer(s.diff))
 	m.HandleFunc("GET /v0/health", s.health)
 	m.HandleFunc("GET /v0/ready", s.ready)
+	m.HandleFunc("GET /metrics", s.bearer(s.metrics))
 
 	m.HandleFunc("GET /v0/executions/{id}/steps", s.either(s.listSteps))
 	m.HandleFunc("GET /v0/executions/{id}/steps/{step}", s.either(s.getStep))
@@ -148,6 +160,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v0/executions/{id}/steps/{step}/fail", s.signed(s.failStep))
 	m.HandleFunc("POST /v0/executions/{id}/steps/{step}/stream", s.signed(s.streamDelta))
 	m.HandleFunc("POST /v0/executions/{id}/heartbeat", s.signed(s.heartbeat))
+	m.HandleFunc("POST /v0/executions/{id}/resources", s.signed(s.bindResource))
 	m.HandleFunc("POST /v0/executions/{id}/complete", s.signed(s.completeExecution))
 	m.HandleFunc("POST /v0/executions/{id}/fail", s.signed(s.failExecution))
 
@@ -155,6 +168,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v0/agents", s.bearer(s.listAgents))
 	m.HandleFunc("GET /v0/agents/{agent}", s.bearer(s.getAgent))
 	m.HandleFunc("DELETE /v0/agents/{agent}", s.bearer(s.deleteAgent))
+	m.HandleFunc("PUT /v0/agents/{agent}/policy", s.bearer(s.putPolicy))
+	m.HandleFunc("GET /v0/agents/{agent}/policy", s.bearer(s.getPolicy))
+	m.HandleFunc("DELETE /v0/agents/{agent}/policy", s.bearer(s.deletePolicy))
 	m.HandleFunc("GET /v0/approvals", s.bearer(s.listApprovals))
 	m.HandleFunc("GET /v0/approvals/{approval}", s.bearer(s.getApproval))
 	m.HandleFunc("POST /v0/approvals/{approval}/grant", s.bearer(s.decide(true)))

@@ -24,9 +24,10 @@ type session struct {
 	ctx context.Context // the handler's context: calls run under it
 
 	mu       sync.Mutex
-	inflight map[string]*liveStep // by StepID: proceeded, outcome not yet reported
-	amo      map[string]string    // identity → StepID of an in-flight at_most_once step
-	parked   bool                 // a call parked the dispatch (an approval)
+	inflight map[string]*liveStep       // by StepID: proceeded, outcome not yet reported
+	amo      map[string]string          // identity → StepID of an in-flight at_most_once step
+	parked   bool                       // a call parked the dispatch (an approval)
+	res      map[string]*remoteResource // the resources bound in this dispatch, by key
 
 	touched chan struct{}  // an agent request arrived (stall timer)
 	done    chan endReport // the agent completed or failed the execution
@@ -68,7 +69,7 @@ func (s *Server) proxy(name string) func(context.Context, json.RawMessage) (json
 		}
 		ss := &session{
 			id: info.ID, n: info.Dispatch, ctx: ctx,
-			inflight: map[string]*liveStep{}, amo: map[string]string{},
+			inflight: map[string]*liveStep{}, amo: map[string]string{}, res: map[string]*remoteResource{},
 			touched: make(chan struct{}, 1), done: make(chan endReport, 1),
 			waiting: make(chan error, 1), gone: make(chan struct{}),
 		}
@@ -238,6 +239,9 @@ type submitBody struct {
 	Target      string          `json:"target"`
 	Args        json.RawMessage `json:"args"`
 	Idempotency string          `json:"idempotency"`
+	// Resources are the keys of the bound resources the step affects
+	// (forkline's addition): the completion carries their refs.
+	Resources []string `json:"resources"`
 }
 
 // decision is a submit's answer.
@@ -248,6 +252,9 @@ type decision struct {
 	Error      any             `json:"error,omitempty"`
 	ApprovalID string          `json:"approval_id,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
+	// Capture lists, with proceed, the resources the step affects: the
+	// completion carries each one's checkpoint ref in captures.
+	Capture []string `json:"capture,omitempty"`
 }
 
 func terminal(st eventlog.Status) bool {
@@ -292,6 +299,12 @@ func (s *Server) submitStep(w http.ResponseWriter, r *http.Request, req *request
 	if err != nil {
 		return err
 	}
+	if len(b.Resources) > 0 && kind == eventlog.StepLLM {
+		return errorf(http.StatusBadRequest, "invalid_request", "resources: an llm_call affects no resource")
+	}
+	if err := ss.checkBound("resources", b.Resources); err != nil {
+		return err
+	}
 	identity := ""
 	if idem == eventlog.AtMostOnce {
 		identity = string(kind) + "\x00" + b.Target + "\x00" + string(args)
@@ -320,7 +333,7 @@ func (s *Server) submitStep(w http.ResponseWriter, r *http.Request, req *request
 	}
 	rets := make(chan ret, 1)
 	go func() {
-		res, stepID, ran, err := sdk.RemoteCall(ss.ctx, kind, b.Target, args, idem, func(bctx context.Context) ([]byte, error) {
+		res, stepID, ran, err := sdk.RemoteCallAffecting(ss.ctx, kind, b.Target, args, idem, b.Resources, func(bctx context.Context) ([]byte, error) {
 			si, _ := sdk.Info(bctx)
 			ss.mu.Lock()
 			ss.inflight[si.StepID] = ls
@@ -328,6 +341,7 @@ func (s *Server) submitStep(w http.ResponseWriter, r *http.Request, req *request
 				ss.amo[identity] = si.StepID
 			}
 			ss.mu.Unlock()
+			ss.stepRan(b.Resources)
 			started <- si.StepID
 			select {
 			case o := <-ls.outcome:
@@ -349,7 +363,7 @@ func (s *Server) submitStep(w http.ResponseWriter, r *http.Request, req *request
 	}()
 	select {
 	case id := <-started:
-		writeJSON(w, http.StatusOK, decision{Decision: "proceed", StepID: id})
+		writeJSON(w, http.StatusOK, decision{Decision: "proceed", StepID: id, Capture: b.Resources})
 		return nil
 	case rt := <-rets:
 		return s.answer(w, r, ss, info, rt.stepID, rt.res, rt.err)
@@ -405,10 +419,14 @@ func approvalID(id eventlog.ID, stepID string) string { return id.String() + "."
 
 type completeStepBody struct {
 	Result json.RawMessage `json:"result"`
+	// Captures are the checkpoint refs of the step's resources, by key.
+	Captures map[string]string `json:"captures"`
 }
 
 type failStepBody struct {
 	Error json.RawMessage `json:"error"`
+	// Captures are the checkpoint refs of the step's resources, by key.
+	Captures map[string]string `json:"captures"`
 }
 
 // liveFor returns the in-flight step the path names.
@@ -465,6 +483,10 @@ func (s *Server) completeStep(w http.ResponseWriter, r *http.Request, req *reque
 	if err != nil {
 		return err
 	}
+	if err := ss.checkCaptures(b.Captures); err != nil {
+		return err
+	}
+	ss.applyCaptures(b.Captures)
 	if err := report(ss, ls, stepOutcome{result: b.Result}); err != nil {
 		return err
 	}
@@ -485,6 +507,10 @@ func (s *Server) failStep(w http.ResponseWriter, r *http.Request, req *request) 
 	if err != nil {
 		return err
 	}
+	if err := ss.checkCaptures(b.Captures); err != nil {
+		return err
+	}
+	ss.applyCaptures(b.Captures)
 	if err := report(ss, ls, stepOutcome{err: errors.New(msg)}); err != nil {
 		return err
 	}

@@ -436,14 +436,14 @@ func (d *dispatch) admit(ctx context.Context, stepID string, c call, gated bool)
 	d.mu.Unlock()
 	if !ok {
 		spent, over := d.overBudget(c)
-		if !over && (!gated || !d.k.policed()) {
+		if !over && (!gated || !d.policed()) {
 			return nil
 		}
 		if err := notStarted(ctx, c); err != nil {
 			return err
 		}
 		dec := policy.Decision{Allow: true}
-		if gated && d.k.policed() {
+		if gated && d.policed() {
 			dec = d.decide(ctx, c)
 		}
 		if over {

@@ -123,7 +123,7 @@ func (d *dispatch) budgetDecision(stepID string, c call, spent string, dec *poli
 	if denies(*dec) {
 		return false, nil
 	}
-	if d.k.bundle == nil || d.k.bundle.OnBudget() != policy.VerdictApprove {
+	if b := d.bundle(); b == nil || b.OnBudget() != policy.VerdictApprove {
 		return true, d.deny(stepID, c, spent, eventlog.DenyBudget, "")
 	}
 	reason := spent

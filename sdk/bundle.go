@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/policy"
@@ -48,20 +49,77 @@ func WithBundle(b *policy.Bundle) Option {
 		if b == nil {
 			return fmt.Errorf("%w: nil bundle", ErrInvalid)
 		}
-		var lim eventlog.Limiter
-		for _, r := range b.Rules() {
-			if r.RateLimit != nil && !eventlog.As(k.log, &lim) {
-				return fmt.Errorf("%w: bundle rule %q (line %d): then.rate_limit needs a log that keeps rate limits (eventlog.Limiter); this one does not", ErrInvalid, r.ID, r.Line)
-			}
+		if err := k.checkLimits(b); err != nil {
+			return err
 		}
 		k.bundle = b
 		return nil
 	}
 }
 
-// policed reports whether the kernel decides on calls: it has a gate or a
-// bundle.
-func (k *Kernel) policed() bool { return k.gate != nil || k.bundle != nil }
+// checkLimits refuses a bundle with a rate limit on a log that keeps none.
+func (k *Kernel) checkLimits(b *policy.Bundle) error {
+	var lim eventlog.Limiter
+	for _, r := range b.Rules() {
+		if r.RateLimit != nil && !eventlog.As(k.log, &lim) {
+			return fmt.Errorf("%w: bundle rule %q (line %d): then.rate_limit needs a log that keeps rate limits (eventlog.Limiter); this one does not", ErrInvalid, r.ID, r.Line)
+		}
+	}
+	return nil
+}
+
+// SetAgentBundle makes b the policy bundle of agent's calls from now on,
+// in place of the kernel's own ([WithBundle]) for that agent; a nil b
+// removes it, and the kernel's applies again. It decides as WithBundle
+// describes (with the gate, rate limits, approvals) on every live call
+// gated after it returns — a call already recorded replays as recorded —
+// and is refused, changing nothing, as WithBundle refuses a bundle. A
+// kernel for agents over HTTP (package kernelapi) sets each agent's
+// bundle so, from its admin route.
+func (k *Kernel) SetAgentBundle(agent string, b *policy.Bundle) error {
+	if agent == "" {
+		return fmt.Errorf("%w: agent bundle of an empty agent name", ErrInvalid)
+	}
+	if b != nil {
+		if err := k.checkLimits(b); err != nil {
+			return err
+		}
+	}
+	k.bundleMu.Lock()
+	defer k.bundleMu.Unlock()
+	next := map[string]*policy.Bundle{}
+	if cur := k.agentBundles.Load(); cur != nil {
+		maps.Copy(next, *cur)
+	}
+	if b == nil {
+		delete(next, agent)
+	} else {
+		next[agent] = b
+	}
+	k.agentBundles.Store(&next)
+	return nil
+}
+
+// AgentBundle returns the bundle SetAgentBundle set for agent, or nil.
+func (k *Kernel) AgentBundle(agent string) *policy.Bundle {
+	if m := k.agentBundles.Load(); m != nil {
+		return (*m)[agent]
+	}
+	return nil
+}
+
+// bundle is the bundle that decides the dispatch's calls: its agent's,
+// else the kernel's (nil: none).
+func (d *dispatch) bundle() *policy.Bundle {
+	if b := d.k.AgentBundle(d.state.Agent); b != nil {
+		return b
+	}
+	return d.k.bundle
+}
+
+// policed reports whether the dispatch's calls are decided on: the kernel
+// has a gate or there is a bundle.
+func (d *dispatch) policed() bool { return d.k.gate != nil || d.bundle() != nil }
 
 // decide asks the bundle and the gate about c (DESIGN §21½.11): deny beats
 // approve beats allow, and when both ask for an approval the bundle's
@@ -75,10 +133,11 @@ func (d *dispatch) decide(ctx context.Context, c call) policy.Decision {
 		InFork:      d.inFork(),
 		Idempotency: string(c.idem),
 	}
-	if d.k.bundle == nil {
+	b := d.bundle()
+	if b == nil {
 		return d.askGate(ctx, pc)
 	}
-	fromBundle := d.k.bundle.Decide(pc)
+	fromBundle := b.Decide(pc)
 	if denies(fromBundle) || d.k.gate == nil {
 		return fromBundle
 	}

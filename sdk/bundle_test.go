@@ -330,3 +330,63 @@ func TestWithBundleRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestSetAgentBundle: an agent's bundle decides that agent's calls in
+// place of the kernel's own, and not another agent's; removed, the
+// kernel's decides again. A bundle with a rate limit on a log that keeps
+// none, or an empty agent name, is ErrInvalid and changes nothing.
+func TestSetAgentBundle(t *testing.T) {
+	var bodies atomic.Int64
+	store := newStore(t)
+	k := newKernel(t, store, func(k *sdk.Kernel) {
+		deniedAgent(&bodies)(k)
+		pay := sdk.DefineTool("pay", func(_ context.Context, a payArgs) (int, error) { return a.Amount, nil }, sdk.AtMostOnce())
+		_, _ = sdk.Register(k, "b", func(ctx context.Context, amount int) (string, error) {
+			n, err := pay.Call(ctx, payArgs{Amount: amount})
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("paid %d", n), nil
+		})
+	}, sdk.WithBundle(mustBundle(t, "default: deny\n")))
+	if err := k.SetAgentBundle("a", mustBundle(t, payBundle)); err != nil {
+		t.Fatal(err)
+	}
+	if _, out := runOut(t, k, 3); out != "paid 3" {
+		t.Fatalf("agent a, allowed by its bundle: %q", out)
+	}
+	id, out := runOut(t, k, 5)
+	if out != "denied policy no-fives: fives are not paid (ErrDenied true)" {
+		t.Fatalf("agent a, denied by its bundle: %q", out)
+	}
+	if den := events(t, k, id)[2].Data.(*eventlog.StepDenied); den.Code != eventlog.DenyPolicy || den.RuleID != "no-fives" {
+		t.Fatalf("step.denied = %+v", den)
+	}
+	// Agent b still has the kernel's bundle, which denies every call.
+	idb, err := k.Start(t.Context(), "b", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(t.Context(), idb); !errors.Is(err, sdk.ErrDenied) {
+		t.Fatalf("agent b under the kernel's bundle: %v", err)
+	}
+
+	// Refused: nothing changes.
+	limited := mustBundle(t, "default: deny\nrules:\n  - id: r1\n    priority: 1\n    then: {decision: allow, rate_limit: {max_calls: 1, window: 1m}}\n")
+	k2 := newKernel(t, hiddenLeaser{newStore(t)}, deniedAgent(&bodies))
+	if err := k2.SetAgentBundle("a", limited); !errors.Is(err, sdk.ErrInvalid) || k2.AgentBundle("a") != nil {
+		t.Fatalf("rate limit without a limiter: %v", err)
+	}
+	before := k.AgentBundle("a")
+	if err := k.SetAgentBundle("", limited); !errors.Is(err, sdk.ErrInvalid) || k.AgentBundle("a") != before {
+		t.Fatalf("empty agent: %v", err)
+	}
+
+	// Removed: the kernel's bundle denies agent a's calls again.
+	if err := k.SetAgentBundle("a", nil); err != nil || k.AgentBundle("a") != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, out := runOut(t, k, 3); out != "denied policy : denied by the bundle's default (ErrDenied true)" {
+		t.Fatalf("agent a after removal: %q", out)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forkline/forkline/coverage"
@@ -29,10 +30,15 @@ type Kernel struct {
 	log     eventlog.IndexedLog
 	ownsLog bool
 	gate    policy.Gate
-	bundle  *policy.Bundle   // WithBundle; nil: none
-	now     func() time.Time // clock.Now
-	clock   Clock            // WithClock; the system clock by default
-	retry   *RetryPolicy     // WithRetry; nil: no retry
+	bundle  *policy.Bundle // WithBundle; nil: none
+	// agentBundles are the bundles of SetAgentBundle, by agent: a map
+	// replaced whole on every change, so a call's decision reads it
+	// without a lock.
+	agentBundles atomic.Pointer[map[string]*policy.Bundle]
+	bundleMu     sync.Mutex       // serializes SetAgentBundle
+	now          func() time.Time // clock.Now
+	clock        Clock            // WithClock; the system clock by default
+	retry        *RetryPolicy     // WithRetry; nil: no retry
 
 	// owner names this kernel in the store's leases (eventlog.Leaser);
 	// leaseTTL is how long a claim lasts unless renewed.

@@ -50,10 +50,11 @@ func (d *dispatch) callOf(c call) policy.Call {
 // approval was granted: the rule the bundle matches now for c, when it has
 // a rate limit. A grant without a bundle has none to apply.
 func (d *dispatch) limitGranted(ctx context.Context, stepID string, c call) error {
-	if d.k.bundle == nil {
+	b := d.bundle()
+	if b == nil {
 		return nil
 	}
-	dec := d.k.bundle.Decide(d.callOf(c))
+	dec := b.Decide(d.callOf(c))
 	return d.rateLimit(ctx, stepID, c, dec.RuleID, dec.RateLimit)
 }
 

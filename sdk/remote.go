@@ -25,6 +25,17 @@ import (
 // the call in this dispatch, as for a Go call.
 func RemoteCall(ctx context.Context, kind eventlog.StepKind, target string, args []byte, idem eventlog.Idempotency,
 	body func(ctx context.Context) ([]byte, error)) (result []byte, stepID string, ran bool, err error) {
+	return RemoteCallAffecting(ctx, kind, target, args, idem, nil, body)
+}
+
+// RemoteCallAffecting is RemoteCall of a tool call or local step that
+// affects the resources affects (keys the dispatch has obtained with
+// Resource), as a Go tool's Affects declares them: its step.started lists
+// them, and the captures due after it (DESIGN §5) are taken — through
+// their drivers' Checkpoint — and appended with its outcome. A key the
+// dispatch has not obtained is ErrInvalid, and nothing is written.
+func RemoteCallAffecting(ctx context.Context, kind eventlog.StepKind, target string, args []byte, idem eventlog.Idempotency,
+	affects []string, body func(ctx context.Context) ([]byte, error)) (result []byte, stepID string, ran bool, err error) {
 	switch kind {
 	case eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM:
 	default:
@@ -47,7 +58,7 @@ func RemoteCall(ctx context.Context, kind eventlog.StepKind, target string, args
 		return nil, "", false, fmt.Errorf("remote %s %q: %w", kind, target, err)
 	}
 	res, err := d.do(ctx, call{
-		kind: kind, target: target, args: canon, idem: idem, idOut: &stepID,
+		kind: kind, target: target, args: canon, idem: idem, idOut: &stepID, affects: affects,
 		body: func(ctx context.Context) ([]byte, error) {
 			ran = true
 			return body(ctx)

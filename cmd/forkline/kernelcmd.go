@@ -32,11 +32,16 @@ func cmdKernel(e *env, kf kernelFlags) error {
 		return inputErrorf("kernel: give --token T (the bearer token of client and admin routes) or --dev (none)")
 	}
 	return withOpenLog(e, func(s logStore) error {
-		k, err := sdk.New(s, sdk.ParkAfter(20*time.Second))
+		metrics, err := kernelapi.NewMetrics()
 		if err != nil {
 			return err
 		}
-		srv, err := kernelapi.Handler(k, kernelapi.Options{Token: kf.token, Dev: kf.dev})
+		defer func() { _ = metrics.Shutdown(context.Background()) }()
+		k, err := sdk.New(s, sdk.ParkAfter(20*time.Second), metrics.Option())
+		if err != nil {
+			return err
+		}
+		srv, err := kernelapi.Handler(k, kernelapi.Options{Token: kf.token, Dev: kf.dev, Metrics: metrics})
 		if err != nil {
 			return err
 		}
