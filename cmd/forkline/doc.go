@@ -52,8 +52,11 @@
 // # Commands
 //
 //	demo [--task TEXT]          run, fork three times, compare, diff
-//	ls [--key K]                executions: agent, start key, events,
-//	                            status, parent; the status is the store's
+//	ls [--key K] [--budget]     executions: agent, start key, events,
+//	                            status, parent; --budget adds each
+//	                            lineage's budget spend against its limits
+//	                            (sdk.Budget; it reads every listed
+//	                            lineage); the status is the store's
 //	                            (pending, running, waiting, completed,
 //	                            failed, cancelled); --key K lists the one
 //	                            started with K (the store's key index; a

@@ -32,6 +32,10 @@ type listing struct {
 	// Tokens is the own run's token usage the store keeps
 	// (eventlog.Info.Tokens, DESIGN §16): a fork's prefix is not in it.
 	Tokens *eventlog.Tokens `json:"tokens,omitempty"`
+	// Budget is, with ls --budget, the lineage's budget (sdk.Budget,
+	// DESIGN §17) and its spend, a fork's prefix included; absent without
+	// a budget.
+	Budget *budgetJSON `json:"budget,omitempty"`
 	// AwaitingOwner is the owner a running execution waits for (DESIGN
 	// §15½.4, sdk.AwaitedOwner): ls shows "running, awaiting owner X".
 	AwaitingOwner *string `json:"awaiting_owner,omitempty"`
@@ -150,7 +154,7 @@ func parseFilter(cmd, statuses, agent string) (eventlog.Filter, error) {
 
 // cmdLs lists the executions the flags select; with key, only the one
 // started with that key (found by the store's key index, never created).
-func cmdLs(e *env, statuses, agent, key, version string) error {
+func cmdLs(e *env, statuses, agent, key, version string, budgets bool) error {
 	f, err := parseFilter("ls", statuses, agent)
 	if err != nil {
 		return err
@@ -175,6 +179,11 @@ func cmdLs(e *env, statuses, agent, key, version string) error {
 		if err := markOwners(e, s, all); err != nil {
 			return err
 		}
+		if budgets {
+			if err := markBudgets(e, s, all); err != nil {
+				return err
+			}
+		}
 		if e.opts.json {
 			if all == nil {
 				all = []*listing{}
@@ -190,7 +199,11 @@ func cmdLs(e *env, statuses, agent, key, version string) error {
 			return nil
 		}
 		tw := newTable(e.stdout)
-		fmt.Fprintln(tw, "ID\tAGENT\tKEY\tEVENTS\tSTATUS\tOWNER\tTOKENS\tFORK OF\tCREATED")
+		budgetHead := ""
+		if budgets {
+			budgetHead = "\tBUDGET"
+		}
+		fmt.Fprintln(tw, "ID\tAGENT\tKEY\tEVENTS\tSTATUS\tOWNER\tTOKENS"+budgetHead+"\tFORK OF\tCREATED")
 		for _, l := range all {
 			parent := "-"
 			if l.Parent != "" {
@@ -210,6 +223,9 @@ func cmdLs(e *env, statuses, agent, key, version string) error {
 			tokens := "-"
 			if l.Tokens != nil {
 				tokens = fmt.Sprintf("%d+%d", l.Tokens.Input, l.Tokens.Output)
+			}
+			if budgets {
+				tokens += "\t" + budgetColumn(l.Budget)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Agent, key, l.Head, status, ownerColumn(l), tokens, parent, timeText(l.Created))
 		}
@@ -423,6 +439,71 @@ type budgetJSON struct {
 	ToolCalls uint64          `json:"tool_calls"`
 }
 
+// foldSpend adds what ev says of the lineage's budget and spend: its
+// budget (execution.created's, replaced by a fork.created's own), its
+// tokens and its live calls.
+func (l *lineage) foldSpend(ev eventlog.Event) {
+	switch p := ev.Data.(type) {
+	case *eventlog.StepSucceeded:
+		l.tokens.Input += p.Tokens.Input
+		l.tokens.Output += p.Tokens.Output
+	case *eventlog.ExecutionCreated:
+		l.budget = p.Budget
+	case *eventlog.ForkCreated:
+		if p.Budget != (eventlog.Limits{}) {
+			l.budget = p.Budget
+		}
+	case *eventlog.StepStarted:
+		switch p.StepKind {
+		case eventlog.StepLLM:
+			l.llmCalls++
+		case eventlog.StepTool:
+			l.toolCalls++
+		}
+	}
+}
+
+// markBudgets sets Budget of every listing whose lineage has a budget
+// (ls --budget): it reads each listed execution's lineage, so its cost
+// grows with the lineages' events.
+func markBudgets(e *env, s eventlog.Log, all []*listing) error {
+	for _, li := range all {
+		id, err := eventlog.ParseID(li.ID)
+		if err != nil {
+			return err
+		}
+		l := &lineage{}
+		for ev, err := range s.Events(e.ctx, id, 1) {
+			if err != nil {
+				return fmt.Errorf("execution %s: %w", id, err)
+			}
+			l.foldSpend(ev)
+		}
+		if l.budget != (eventlog.Limits{}) {
+			li.Budget = &budgetJSON{Limits: l.budget, Tokens: l.tokens.Input + l.tokens.Output, LLMCalls: l.llmCalls, ToolCalls: l.toolCalls}
+		}
+	}
+	return nil
+}
+
+// budgetColumn is ls --budget's BUDGET cell: the spend against each limit
+// the budget sets ("tokens 40/100, llm calls 2/5"), "-" for none.
+func budgetColumn(b *budgetJSON) string {
+	if b == nil {
+		return "-"
+	}
+	var parts []string
+	for _, f := range []struct {
+		spent, limit uint64
+		what         string
+	}{{b.Tokens, b.Limits.MaxTokens, "tokens"}, {b.LLMCalls, b.Limits.MaxLLMCalls, "llm calls"}, {b.ToolCalls, b.Limits.MaxToolCalls, "tool calls"}} {
+		if f.limit != 0 {
+			parts = append(parts, fmt.Sprintf("%s %d/%d", f.what, f.spent, f.limit))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // readLineage reads info's lineage up to seq upTo (0: the head it had when
 // resolved), folding coverage on the way.
 func readLineage(e *env, log eventlog.Log, info eventlog.Info, upTo uint64) (*lineage, error) {
@@ -443,24 +524,7 @@ func readLineage(e *env, log eventlog.Log, info eventlog.Info, upTo uint64) (*li
 			return nil, fmt.Errorf("execution %s: %w", info.ID, err)
 		}
 		l.steps.Add(ev)
-		switch p := ev.Data.(type) {
-		case *eventlog.StepSucceeded:
-			l.tokens.Input += p.Tokens.Input
-			l.tokens.Output += p.Tokens.Output
-		case *eventlog.ExecutionCreated:
-			l.budget = p.Budget
-		case *eventlog.ForkCreated:
-			if p.Budget != (eventlog.Limits{}) {
-				l.budget = p.Budget
-			}
-		case *eventlog.StepStarted:
-			switch p.StepKind {
-			case eventlog.StepLLM:
-				l.llmCalls++
-			case eventlog.StepTool:
-				l.toolCalls++
-			}
-		}
+		l.foldSpend(ev)
 		l.events = append(l.events, ev)
 		p.tick()
 	}

@@ -208,6 +208,7 @@ func commands() []*command {
 	var htmlFile, diffHTML string
 	sv := serveFlags{addr: defaultAddr}
 	var lsStatus, lsAgent, lsKey, lsVersion, cancelReason, checkAgent string
+	var lsBudget bool
 	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
 	var approveAll, rejectAll bulkDecision
 	var gcStatus, gcOlder string
@@ -227,8 +228,9 @@ func commands() []*command {
 				fs.StringVar(&lsAgent, "agent", "", "only this agent's executions")
 				fs.StringVar(&lsKey, "key", "", "only the execution started with this key")
 				fs.StringVar(&lsVersion, "version", "", "only the executions of this code version (sdk.WithVersion)")
+				fs.BoolVar(&lsBudget, "budget", false, "add a BUDGET column: each budget's spend against its limits (reads every listed lineage)")
 			},
-			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey, lsVersion) }},
+			run: func(e *env, _ []string) error { return cmdLs(e, lsStatus, lsAgent, lsKey, lsVersion, lsBudget) }},
 		{name: "tree", short: "the fork lineage of every execution", run: func(e *env, _ []string) error { return cmdTree(e) }},
 		{name: "events", args: "<id> [--kind K]", short: "the events of an execution's lineage", minPos: 1, maxPos: 1,
 			flags: func(fs *flag.FlagSet) {
