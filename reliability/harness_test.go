@@ -111,6 +111,11 @@ type childConfig struct {
 	// Queue, when set, makes the child a queue worker on Postgres
 	// (queueWorkerMain, queue_test.go); it is a queueChild as JSON.
 	Queue json.RawMessage `json:",omitempty"`
+
+	// Version, when set, makes the child a worker of one code version on
+	// Postgres (versionWorkerMain, version_test.go); it is a versionChild
+	// as JSON.
+	Version json.RawMessage `json:",omitempty"`
 }
 
 // The child's progress markers, one per line on its standard output.
@@ -163,6 +168,14 @@ func childMain(raw string) int {
 			return 3
 		}
 		return queueWorkerMain(qc, mark)
+	}
+	if len(cfg.Version) > 0 {
+		var vc versionChild
+		if err := json.Unmarshal(cfg.Version, &vc); err != nil {
+			fmt.Fprintln(os.Stderr, "child: bad version configuration:", err)
+			return 3
+		}
+		return versionWorkerMain(vc, mark)
 	}
 	store, err := pebblestore.Open(cfg.Log)
 	if err != nil {
