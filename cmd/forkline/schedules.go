@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/sdk"
@@ -13,8 +14,26 @@ type scheduleRow struct {
 	Agent    string `json:"agent"`
 	Spec     string `json:"spec"`
 	CatchUp  int    `json:"catch_up"`
-	LastTick string `json:"last_tick"`
-	NextTick string `json:"next_tick"`
+	// LastTick and NextTick are null for none (a schedule no Serve has
+	// ticked yet; one whose spec has no next time).
+	LastTick *time.Time `json:"last_tick"`
+	NextTick *time.Time `json:"next_tick"`
+}
+
+// orNil is t, or nil for the zero time.
+func orNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// tickText is a tick in the table: its time, or "-" for none.
+func tickText(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return timeText(*t)
 }
 
 // cmdSchedules lists the log's schedules (DESIGN §19): name, agent, spec,
@@ -32,7 +51,7 @@ func cmdSchedules(e *env) error {
 		rows := make([]scheduleRow, 0, len(list))
 		for _, sc := range list {
 			rows = append(rows, scheduleRow{Name: sc.Name, Agent: sc.Agent, Spec: sc.Spec, CatchUp: sc.CatchUp,
-				LastTick: timeText(sc.LastTick), NextTick: timeText(sc.NextTick)})
+				LastTick: orNil(sc.LastTick), NextTick: orNil(sc.NextTick)})
 		}
 		if e.opts.json {
 			return writeJSON(e.stdout, map[string]any{"schedules": rows})
@@ -44,7 +63,7 @@ func cmdSchedules(e *env) error {
 		tw := newTable(e.stdout)
 		fmt.Fprintln(tw, "NAME\tAGENT\tSPEC\tLAST TICK\tNEXT TICK")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", oneLine(r.Name), r.Agent, oneLine(r.Spec), r.LastTick, r.NextTick)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", oneLine(r.Name), r.Agent, oneLine(r.Spec), tickText(r.LastTick), tickText(r.NextTick))
 		}
 		return tw.Flush()
 	})

@@ -56,6 +56,19 @@ func TestSchedulesCLI(t *testing.T) {
 		!strings.Contains(lines[2], "pulse") || !strings.Contains(lines[2], "@every 30s") || !strings.Contains(lines[2], "2026-01-02T03:04:35.000Z") {
 		t.Fatalf("schedules: exit %d:\n%s%s\nwant morning next at 08:00 and pulse next at 03:04:35", code, out, stderr)
 	}
+	// --json gives ticks as times, null for none: neither schedule has
+	// ticked.
+	out, _, _ = cli("--json", "schedules")
+	var ticks struct {
+		Schedules []struct {
+			LastTick *time.Time `json:"last_tick"`
+			NextTick *time.Time `json:"next_tick"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &ticks); err != nil || len(ticks.Schedules) != 2 || ticks.Schedules[0].LastTick != nil ||
+		ticks.Schedules[0].NextTick == nil || !ticks.Schedules[0].NextTick.Equal(time.Date(2026, 1, 2, 8, 0, 0, 0, time.UTC)) {
+		t.Fatalf("--json schedules ticks (%v):\n%s\nwant last_tick null and next_tick 08:00", err, out)
+	}
 	names := func() []string {
 		t.Helper()
 		out, stderr, code := cli("--json", "schedules")
