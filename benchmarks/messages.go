@@ -127,7 +127,7 @@ func runMessages(e *env) ([]Row, error) {
 	rows := []Row{{ID: "10a", Scenario: "message to a running Recv, one process: Kernel.Send to the Recv returning it (synced Pebble on disk)",
 		Bench: "SendRecv/process=one", Forkline: Figure{What: "forkline, median", Value: med, Unit: "ms", Rounds: rounds},
 		Target: "median < 1 ms", Met: &met, Load: load,
-		Note: fmt.Sprintf("%d messages; p99 %.2f ms, max %.2f ms. Each: Send checks the MessageID against the running dispatch's fold and the inbox, writes the request (one synced write) and pokes the dispatch in its process, which takes it into the lineage (message.received, synced, removing the request) and wakes the Recv, which appends its step.succeeded (synced): three synced writes. A pause of 0–50 ms precedes each Send.",
+		Note: fmt.Sprintf("%d messages; p99 %.2f ms, max %.2f ms. Each: Send writes the request with its MessageID's record (eventlog.MessageInbox; one synced write) and pokes the dispatch in its process, which takes it into the lineage with the waiting Recv's step.succeeded (message.received and step.succeeded, removing the request; one synced write): two synced writes. A pause of 0–50 ms precedes each Send.",
 			len(all), quantile(all, 0.99), slices.Max(all))}}
 	if e.cfg.Postgres == "" {
 		e.logf("   10b skipped: no Postgres URL (Config.Postgres, bench -postgres)")
@@ -188,6 +188,6 @@ func runPGMessages(e *env) (Row, error) {
 	return Row{ID: "10b", Scenario: "message to a running Recv across processes on Postgres: Send in store B to the Recv returning in store A",
 		Bench: "SendRecv/process=two/store=postgres", Forkline: Figure{What: "forkline on Postgres, median", Value: med, Unit: "ms", Rounds: rounds},
 		Target: "median < 100 ms", Met: &met, Load: load,
-		Note: fmt.Sprintf("%d messages; p99 %.1f ms, max %.1f ms. B's Send folds the lineage to check the MessageID, writes the request (whose commit NOTIFYs) and, A holding the claim, returns; A's running dispatch, woken by its LISTEN connection (or its 40 ms inbox poll), takes the request (message.received) and its Recv appends step.succeeded. A pause of 0–50 ms precedes each Send.",
+		Note: fmt.Sprintf("%d messages; p99 %.1f ms, max %.1f ms. B's Send checks the MessageID in the request's own transaction (message_ids) and writes the request (whose commit NOTIFYs) and, A holding the claim, returns; A's running dispatch, woken by its LISTEN connection (or its 40 ms inbox poll), takes the request with its Recv's step.succeeded in one transaction. A pause of 0–50 ms precedes each Send.",
 			len(all), quantile(all, 0.99), slices.Max(all))}, nil
 }
