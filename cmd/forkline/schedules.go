@@ -10,10 +10,10 @@ import (
 
 // scheduleRow is one schedule as `forkline schedules` prints it.
 type scheduleRow struct {
-	Name     string `json:"name"`
-	Agent    string `json:"agent"`
-	Spec     string `json:"spec"`
-	CatchUp  int    `json:"catch_up"`
+	Name    string `json:"name"`
+	Agent   string `json:"agent"`
+	Spec    string `json:"spec"`
+	CatchUp int    `json:"catch_up"`
 	// LastTick and NextTick are null for none (a schedule no Serve has
 	// ticked yet; one whose spec has no next time).
 	LastTick *time.Time `json:"last_tick"`
