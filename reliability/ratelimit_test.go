@@ -124,8 +124,8 @@ func rateWorkerMain(cfg rateChild, mark func(string)) int {
 // Postgres log install the same bundle, whose rule caps the tool "call"
 // at 10 calls per 2 s globally, and call it as fast as they can for 10 s.
 // The database records the time of every call its limiter admits (a
-// trigger on the limits table, by the database's own clock, the one the
-// limiter judges by). Then:
+// trigger on the limits table copies the time the take appended, the one
+// the limiter judges by). Then:
 //   - no span of 2 s holds more than 10 admitted calls, whichever process
 //     took them;
 //   - every call that ran (step.started of "call", in both lineages) took
@@ -158,7 +158,7 @@ func TestPostgresSharedRateLimit(t *testing.T) {
 		`CREATE TABLE ` + s + `.limit_audit (key text NOT NULL, at timestamptz NOT NULL)`,
 		`CREATE FUNCTION ` + s + `.limit_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	IF NEW.ok THEN INSERT INTO ` + s + `.limit_audit VALUES (NEW.key, now()); END IF;
+	IF NEW.ok THEN INSERT INTO ` + s + `.limit_audit VALUES (NEW.key, NEW.takes[cardinality(NEW.takes)]); END IF;
 	RETURN NEW;
 END $$`,
 		`CREATE TRIGGER limit_audit AFTER INSERT OR UPDATE ON ` + s + `.limits FOR EACH ROW EXECUTE FUNCTION ` + s + `.limit_audit()`,
