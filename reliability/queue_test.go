@@ -70,24 +70,39 @@ func queueWorkerMain(cfg queueChild, mark func(string)) int {
 		fmt.Fprintln(os.Stderr, "queue worker:", err)
 		return 3
 	}
+	return serveWhileOpen(k, "queue worker", 8, 2*time.Minute, "queued", func(eventlog.Info) bool { return true }, mark)
+}
+
+// serveWhileOpen runs k.Serve with concurrency n until no execution of
+// agent that mine accepts is open (pending, running or waiting), then
+// marks done and returns 0; it returns 3, saying why on stderr, when
+// Serve fails or timeout passes first.
+func serveWhileOpen(k *sdk.Kernel, who string, n int, timeout time.Duration, agent string, mine func(eventlog.Info) bool, mark func(string)) int {
+	ctx := context.Background()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	served := make(chan error, 1)
-	go func() { served <- k.Serve(sctx, sdk.Concurrency(8), sdk.PollEvery(20*time.Millisecond)) }()
+	go func() { served <- k.Serve(sctx, sdk.Concurrency(n), sdk.PollEvery(20*time.Millisecond)) }()
 	mark(markReady)
-	timeout := time.After(2 * time.Minute)
+	deadline := time.After(timeout)
 	for {
-		open, err := k.List(ctx, sdk.Filter{Agent: "queued", Status: []eventlog.Status{
+		list, err := k.List(ctx, sdk.Filter{Agent: agent, Status: []eventlog.Status{
 			eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
-		if err == nil && len(open) == 0 {
+		open := 0
+		for _, info := range list {
+			if mine(info) {
+				open++
+			}
+		}
+		if err == nil && open == 0 {
 			break
 		}
 		select {
-		case <-timeout:
-			fmt.Fprintf(os.Stderr, "queue worker: %d executions still open (%v)\n", len(open), err)
+		case <-deadline:
+			fmt.Fprintf(os.Stderr, "%s: %d executions still open (%v)\n", who, open, err)
 			return 3
 		case err := <-served:
-			fmt.Fprintln(os.Stderr, "queue worker: serve:", err)
+			fmt.Fprintln(os.Stderr, who+": serve:", err)
 			return 3
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -115,12 +130,7 @@ func TestPostgresQueueWorkers(t *testing.T) {
 func testQueueWorkers(t *testing.T, kill bool) {
 	pgtest.URL(t) // skips (or fails) at once without a server
 	ctx := context.Background()
-	base, schema := pgtest.Schema(t)
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	url := base + sep + "forkline_schema=" + schema
+	url := pgtest.SchemaURL(t)
 	store, err := pgstore.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)

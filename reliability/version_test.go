@@ -57,38 +57,9 @@ func versionWorkerMain(cfg versionChild, mark func(string)) int {
 		fmt.Fprintln(os.Stderr, "version worker:", err)
 		return 3
 	}
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- k.Serve(sctx, sdk.Concurrency(4), sdk.PollEvery(20*time.Millisecond)) }()
-	mark(markReady)
-	timeout := time.After(time.Minute)
-	for {
-		open, err := k.List(ctx, sdk.Filter{Agent: "versioned", Status: []eventlog.Status{
-			eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
-		mine := 0
-		for _, info := range open {
-			if info.Version == cfg.Version || info.Version == "" {
-				mine++
-			}
-		}
-		if err == nil && mine == 0 {
-			break
-		}
-		select {
-		case <-timeout:
-			fmt.Fprintf(os.Stderr, "version worker: %d of its executions still open (%v)\n", mine, err)
-			return 3
-		case err := <-served:
-			fmt.Fprintln(os.Stderr, "version worker: serve:", err)
-			return 3
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	stop()
-	<-served
-	mark(markDone)
-	return 0
+	return serveWhileOpen(k, "version worker", 4, time.Minute, "versioned", func(info eventlog.Info) bool {
+		return info.Version == cfg.Version || info.Version == ""
+	}, mark)
 }
 
 // TestPostgresVersionWorkers (DESIGN §19, §21½.5; issue 35): two worker
@@ -101,12 +72,7 @@ func versionWorkerMain(cfg versionChild, mark func(string)) int {
 func TestPostgresVersionWorkers(t *testing.T) {
 	pgtest.URL(t) // skips (or fails) at once without a server
 	ctx := context.Background()
-	base, schema := pgtest.Schema(t)
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	url := base + sep + "forkline_schema=" + schema
+	url := pgtest.SchemaURL(t)
 	store, err := pgstore.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,10 @@ import (
 	"github.com/forkline/forkline/sdk"
 )
 
-// TestBudgetShown: forkline show prints a lineage's budget with the spend
-// up to the event shown (DESIGN §17), and --json as "budget"; an event
-// before any call shows no spend, a lineage without a budget no line.
-func TestBudgetShown(t *testing.T) {
+// toolCaller is a data folder's log with a kernel on it running agent
+// "a", which calls tool "t" n times for input n.
+func toolCaller(t *testing.T) (string, *pebblestore.Store, *sdk.Kernel) {
+	t.Helper()
 	dir := t.TempDir()
 	s, err := pebblestore.Open(logDir(dir), pebblestore.WithoutSync())
 	if err != nil {
@@ -32,6 +32,14 @@ func TestBudgetShown(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return dir, s, k
+}
+
+// TestBudgetShown: forkline show prints a lineage's budget with the spend
+// up to the event shown (DESIGN §17), and --json as "budget"; an event
+// before any call shows no spend, a lineage without a budget no line.
+func TestBudgetShown(t *testing.T) {
+	dir, s, k := toolCaller(t)
 	id, _ := k.Start(t.Context(), "a", 2, sdk.Budget(sdk.Limits{MaxTokens: 100, MaxToolCalls: 1}))
 	plain, _ := k.Start(t.Context(), "a", 1)
 	for _, x := range []eventlog.ID{id, plain} {
@@ -72,24 +80,7 @@ func TestBudgetShown(t *testing.T) {
 // "budget" object; without the flag ls reads no lineage and shows no
 // column.
 func TestLsBudget(t *testing.T) {
-	dir := t.TempDir()
-	s, err := pebblestore.Open(logDir(dir), pebblestore.WithoutSync())
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := sdk.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tool := sdk.DefineTool("t", func(_ context.Context, i int) (int, error) { return i, nil })
-	if _, err := sdk.Register(k, "a", func(ctx context.Context, n int) (int, error) {
-		for i := range n {
-			_, _ = tool.Call(ctx, i)
-		}
-		return n, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	dir, s, k := toolCaller(t)
 	id, _ := k.Start(t.Context(), "a", 3, sdk.Budget(sdk.Limits{MaxTokens: 100, MaxToolCalls: 2}))
 	plain, _ := k.Start(t.Context(), "a", 1)
 	for _, x := range []eventlog.ID{id, plain} {
