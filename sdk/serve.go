@@ -391,12 +391,18 @@ func (o *outage) failed(err error, opts serveOptions, now time.Time) (time.Durat
 func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRuns, slots chan struct{},
 	start func(eventlog.ID, func() error)) error {
 	mark := runs.mark()
-	ids, err := k.runnable(ctx)
+	infos, err := k.runnable(ctx)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		if runs.skip(id, mark, time.Now()) {
+	// Queues found full in this round: their later executions wait for
+	// the next round even if a slot frees meanwhile, so that a slot goes
+	// to the first listed (priority, then creation), not to whichever
+	// claim came after its release.
+	full := map[string]bool{}
+	for _, info := range infos {
+		id := info.ID
+		if runs.skip(id, mark, time.Now()) || (info.Queue != "" && full[info.Queue]) {
 			continue
 		}
 		select {
@@ -419,6 +425,9 @@ func (k *Kernel) serveListed(ctx context.Context, o *serveOptions, runs *serveRu
 		l, err := k.claim(ctx, leaser, id, k.owner)
 		if errors.Is(err, eventlog.ErrLeaseHeld) || errors.Is(err, eventlog.ErrQueueFull) {
 			<-slots // another kernel won, or its queue is full: nothing to say
+			if errors.Is(err, eventlog.ErrQueueFull) {
+				full[info.Queue] = true
+			}
 			continue
 		}
 		if err != nil {
@@ -533,7 +542,7 @@ func (k *Kernel) agentNames() []string {
 // in its inbox (an approval decision, a cancel), or — parked for a child,
 // with no wake time and no approval awaited — a child.ended request in
 // its inbox.
-func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
+func (k *Kernel) runnable(ctx context.Context) ([]eventlog.Info, error) {
 	infos, err := k.List(ctx, Filter{Status: []eventlog.Status{
 		eventlog.StatusPending, eventlog.StatusRunning, eventlog.StatusWaiting}})
 	if err != nil {
@@ -587,11 +596,7 @@ func (k *Kernel) runnable(ctx context.Context) ([]eventlog.ID, error) {
 		}
 		return a.Created.Compare(b.Created)
 	})
-	out := make([]eventlog.ID, len(ready))
-	for i, info := range ready {
-		out[i] = info.ID
-	}
-	return out, nil
+	return ready, nil
 }
 
 // awaitedHappened reports whether a waiting execution whose wake time (if

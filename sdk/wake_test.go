@@ -246,11 +246,11 @@ func TestRunnableWithARequestLeftInTheInbox(t *testing.T) {
 	ctx := context.Background()
 	runnable := func(k *Kernel, id eventlog.ID) bool {
 		t.Helper()
-		ids, err := k.runnable(ctx)
+		infos, err := k.runnable(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return slices.Contains(ids, id)
+		return slices.ContainsFunc(infos, func(i eventlog.Info) bool { return i.ID == id })
 	}
 	leave := func(k *Kernel, id eventlog.ID, p eventlog.Payload) {
 		t.Helper()
