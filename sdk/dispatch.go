@@ -39,6 +39,12 @@ type dispatch struct {
 	occ     map[[16]byte]uint64 // occurrences of (kind, target, args), by StepID at occurrence 0
 	res     map[string]*bound   // resources obtained in this dispatch
 	dead    error               // an append failed: the dispatch stops
+	// deferred holds step.started events folded but not yet written: on a
+	// log that commits each append (eventlog.CommitPerAppend), a
+	// safe_to_retry step's start rides the next append, its outcome's
+	// when nothing else is written first (DESIGN §21). Their seqs follow
+	// the log's head; state.Head counts them.
+	deferred []eventlog.Event
 	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
 	ended   bool                // the handler returned: calls are refused
 	lease   eventlog.Lease      // the lease the dispatch runs under; without a Leaser, only ID and Owner
@@ -236,6 +242,42 @@ func shutdownWrite(payloads []eventlog.Payload) bool {
 	return true
 }
 
+// defers reports whether c's step.started waits for the next append
+// (dispatch.deferred): on a log that commits each append, a
+// safe_to_retry tool, local or llm call that affects no resource.
+func (d *dispatch) defers(c call) bool {
+	if !d.k.commitPerAppend || c.idem != eventlog.SafeToRetry || len(c.affects) > 0 {
+		return false
+	}
+	switch c.kind {
+	case eventlog.StepTool, eventlog.StepLocal, eventlog.StepLLM:
+		return true
+	}
+	return false
+}
+
+// deferLocked folds the step.started p as the next event and keeps it to
+// be written with the next append (dispatch.deferred), which its
+// outcome's is unless another write comes first. d.mu is held.
+func (d *dispatch) deferLocked(p *eventlog.StepStarted) error {
+	if err := d.usableLocked(); err != nil {
+		return err
+	}
+	if d.stoppedLocked() {
+		return fmt.Errorf("sdk: execution %s: %w: %w", d.id, errStopped, stopCause(d.caller))
+	}
+	ev := eventlog.Event{Seq: d.state.Head + 1, Time: d.k.now(), Data: p}
+	if err := ev.Validate(); err != nil {
+		return fmt.Errorf("sdk: execution %s: %w", d.id, err)
+	}
+	if err := d.apply(ev); err != nil {
+		d.dead = fmt.Errorf("sdk: execution %s: fold seq %d: %w", d.id, ev.Seq, err)
+		return d.dead
+	}
+	d.deferred = append(d.deferred, ev)
+	return nil
+}
+
 // appendLocked writes payloads as one group, synced unless lazy, and folds
 // them. A failure makes the dispatch dead: nothing more is written.
 func (d *dispatch) appendLocked(lazy bool, payloads ...eventlog.Payload) error {
@@ -333,10 +375,14 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 		ns, lazy = append(slices.Clone(ns), d.drops...), false
 	}
 	now := d.k.now()
-	events := make([]eventlog.Event, len(payloads))
-	head := d.state.Head
+	// Deferred starts go first, under the seqs they were folded at: the
+	// log's head is below the fold's by their number.
+	nd := len(d.deferred)
+	events := make([]eventlog.Event, nd, nd+len(payloads))
+	copy(events, d.deferred)
+	head := d.state.Head - uint64(nd)
 	for i, p := range payloads {
-		events[i] = eventlog.Event{Seq: head + uint64(i) + 1, Time: now, Data: p}
+		events = append(events, eventlog.Event{Seq: d.state.Head + uint64(i) + 1, Time: now, Data: p})
 	}
 	var err error
 	switch {
@@ -358,7 +404,8 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 	}
 	d.k.appends.appended()
 	d.drops = nil
-	for _, ev := range events {
+	d.deferred = nil
+	for _, ev := range events[nd:] {
 		if err := d.apply(ev); err != nil {
 			d.dead = fmt.Errorf("sdk: execution %s: fold seq %d: %w", d.id, ev.Seq, err)
 			return d.dead
@@ -901,8 +948,14 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		Resources: c.affects, Idempotency: c.idem, Attempt: attempt,
 	}
 	// An at_most_once intent is synced before the body runs; a safe_to_retry
-	// one rides on the terminal event's sync (DESIGN §4).
-	err := d.appendLocked(c.idem == eventlog.SafeToRetry, started)
+	// one rides on the terminal event's sync (DESIGN §4) — and, on a log
+	// that commits each append, in its append (deferLocked, DESIGN §21).
+	var err error
+	if d.defers(c) {
+		err = d.deferLocked(started)
+	} else {
+		err = d.appendLocked(c.idem == eventlog.SafeToRetry, started)
+	}
 	note, retried := d.grantNoteLocked(stepID), d.retriedLocked(stepID)
 	d.mu.Unlock()
 	if err != nil {

@@ -60,6 +60,10 @@ type Kernel struct {
 	wake chan struct{}
 	// appends wakes Watch when a dispatch appended (watch.go).
 	appends appendSignal
+	// commitPerAppend says that the log commits each append on its own
+	// (eventlog.CommitPerAppend): safe_to_retry starts ride their
+	// outcomes' appends (dispatch.defers, DESIGN §21).
+	commitPerAppend bool
 	// deltas passes streaming model responses to WatchDeltas (deltas.go);
 	// carry sends them to other processes through a store that carries
 	// them (eventlog.DeltaCarrier), under origin, which names this kernel.
@@ -327,6 +331,8 @@ func New(log eventlog.IndexedLog, opts ...Option) (*Kernel, error) {
 	_, _ = rand.Read(r[:]) // never fails (crypto/rand)
 	k.origin = hex.EncodeToString(r[:])
 	eventlog.As(k.log, &k.carry.to)
+	var cpa eventlog.CommitPerAppend
+	k.commitPerAppend = eventlog.As(k.log, &cpa) && cpa.CommitPerAppend()
 	return k, nil
 }
 

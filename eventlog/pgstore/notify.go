@@ -217,3 +217,8 @@ func (s *Store) stopListening() {
 		<-done
 	}
 }
+
+// CommitPerAppend implements eventlog.CommitPerAppend: every append is a
+// statement and a commit of its own, unsynced ones too, so the kernel
+// writes a safe_to_retry step's step.started with its outcome (DESIGN §21).
+func (s *Store) CommitPerAppend() bool { return true }
