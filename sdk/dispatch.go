@@ -45,12 +45,12 @@ type dispatch struct {
 	// when nothing else is written first (DESIGN §21). Their seqs follow
 	// the log's head; state.Head counts them.
 	deferred []eventlog.Event
-	fatal   *ExecutionError     // the kernel fails the execution when the handler returns
-	ended   bool                // the handler returned: calls are refused
-	lease   eventlog.Lease      // the lease the dispatch runs under; without a Leaser, only ID and Owner
-	expired bool                // the deadline stopped the handler
-	parked  eventlog.ParkReason // the dispatch parks (DESIGN §10): calls return ErrWaiting
-	wakeAt  time.Time           // when the parked dispatch is to run again (the earliest wait); zero if none
+	fatal    *ExecutionError     // the kernel fails the execution when the handler returns
+	ended    bool                // the handler returned: calls are refused
+	lease    eventlog.Lease      // the lease the dispatch runs under; without a Leaser, only ID and Owner
+	expired  bool                // the deadline stopped the handler
+	parked   eventlog.ParkReason // the dispatch parks (DESIGN §10): calls return ErrWaiting
+	wakeAt   time.Time           // when the parked dispatch is to run again (the earliest wait); zero if none
 
 	// decided is closed when an approval decision is folded (approval.go);
 	// awaiting lists the steps whose calls parked waiting for one; drops
