@@ -299,12 +299,12 @@ func v2CaptureReason(r CaptureReason) string {
 // 3). A version 1 or 2 record that sets one of them, or holds step kind
 // recv or park reason rate_limit or message, does not decode.
 var V3Fields = map[Kind][]string{
-	KindExecutionCreated:  {"version", "queue", "priority", "budget"},
+	KindExecutionCreated:  {"version", "queue", "priority", "budget", "traceparent"},
 	KindStepStarted:       {"wake_at"},
 	KindStepSucceeded:     {"tokens", "truncated"},
 	KindStepDenied:        {"rule_id", "code"},
 	KindResourceBound:     {"portable"},
-	KindForkCreated:       {"version", "budget", "messages"},
+	KindForkCreated:       {"version", "budget", "messages", "traceparent"},
 	KindApprovalRequested: {"rule_id", "expires_at", "approvers", "message"},
 }
 
@@ -322,6 +322,8 @@ func v3Field(p Payload) string {
 			return "priority"
 		case p.Budget != Limits{}:
 			return "budget"
+		case p.TraceParent != "":
+			return "traceparent"
 		}
 	case *StepStarted:
 		switch {
@@ -358,6 +360,8 @@ func v3Field(p Payload) string {
 			return "budget"
 		case len(p.Messages) > 0:
 			return "messages"
+		case p.TraceParent != "":
+			return "traceparent"
 		}
 	case *ApprovalRequested:
 		switch {
