@@ -233,9 +233,13 @@ func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...Fo
 	if err != nil {
 		return eventlog.ID{}, err
 	}
+	if tp := k.tel.traceParent(ctx); tp != "" {
+		fopts = append(fopts, fork.WithTraceParent(tp))
+	}
 	fid, _, err := fork.Create(ctx, k.log, id, at, k.now(), fopts...)
 	if err == nil {
 		k.tel.forked(ctx)
+		k.tel.executionStarted(ctx)
 	}
 	return fid, err
 }
