@@ -302,6 +302,7 @@ var V3Fields = map[Kind][]string{
 	KindExecutionCreated:  {"version", "queue", "priority", "budget", "traceparent"},
 	KindStepStarted:       {"wake_at"},
 	KindStepSucceeded:     {"tokens", "truncated"},
+	KindStepFailed:        {"tokens"},
 	KindStepDenied:        {"rule_id", "code"},
 	KindResourceBound:     {"portable"},
 	KindForkCreated:       {"version", "budget", "messages", "traceparent"},
@@ -338,6 +339,10 @@ func v3Field(p Payload) string {
 			return "tokens"
 		case p.Truncated:
 			return "truncated"
+		}
+	case *StepFailed:
+		if p.Tokens != (Tokens{}) {
+			return "tokens"
 		}
 	case *StepDenied:
 		switch {

@@ -312,6 +312,7 @@ func TestDecodeRecordVersion2HoldsOnlyVersion2(t *testing.T) {
 		{"wake_at", &eventlog.StepStarted{StepID: "s", StepKind: eventlog.StepRecv, Idempotency: eventlog.SafeToRetry, Attempt: 1, WakeAt: sampleWake}},
 		{"tokens", &eventlog.StepSucceeded{StepID: "s", Tokens: eventlog.Tokens{Output: 1}}},
 		{"truncated", &eventlog.StepSucceeded{StepID: "s", Truncated: true}},
+		{"tokens", &eventlog.StepFailed{StepID: "s", Error: "e", Tokens: eventlog.Tokens{Input: 1}}},
 		{"rule_id", &eventlog.StepDenied{StepID: "s", StepKind: eventlog.StepTool, RuleID: "r"}},
 		{"code", &eventlog.StepDenied{StepID: "s", StepKind: eventlog.StepTool, Code: eventlog.DenyPolicy}},
 		{"step_kind recv", &eventlog.StepDenied{StepID: "s", StepKind: eventlog.StepRecv}},

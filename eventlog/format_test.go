@@ -101,7 +101,7 @@ var pinnedFields = map[reflect.Type][]string{
 	reflect.TypeFor[eventlog.ChildEnded](): {"StepID string step_id,omitempty"},
 	reflect.TypeFor[eventlog.StepFailed](): {
 		"StepID string step_id", "Error string error", "Indeterminate bool indeterminate,omitempty",
-		"RetryAt time.Time retry_at,omitempty",
+		"RetryAt time.Time retry_at,omitempty", "Tokens eventlog.Tokens tokens,omitempty",
 	},
 	reflect.TypeFor[eventlog.StepCancelled](): {"StepID string step_id"},
 	reflect.TypeFor[eventlog.StepDenied](): {
@@ -159,7 +159,7 @@ var pinnedKeys = map[eventlog.Kind][2][]string{
 	eventlog.KindDispatchStarted:       {{"dispatch", "epoch", "owner"}, {"dispatch"}},
 	eventlog.KindStepStarted:           {{"args", "attempt", "idempotency", "step_id", "step_kind", "target", "wake_at"}, {"attempt", "idempotency", "step_id", "step_kind", "target"}},
 	eventlog.KindStepSucceeded:         {{"result", "step_id", "tokens", "truncated"}, {"step_id"}},
-	eventlog.KindStepFailed:            {{"error", "retry_at", "step_id"}, {"error", "step_id"}},
+	eventlog.KindStepFailed:            {{"error", "retry_at", "step_id", "tokens"}, {"error", "step_id"}},
 	eventlog.KindStepCancelled:         {{"step_id"}, {"step_id"}},
 	eventlog.KindStepDenied:            {{"code", "reason", "rule_id", "step_id", "step_kind", "target"}, {"reason", "step_id", "step_kind", "target"}},
 	eventlog.KindResourceBound:         {{"binding", "configuration", "coverage_reuse", "driver_id", "every_steps", "from", "key", "on_completion", "portable"}, {"binding", "driver_id", "every_steps", "key", "on_completion"}},
@@ -207,6 +207,7 @@ func TestFormatPinned(t *testing.T) {
 			eventlog.KindExecutionCreated:  {"version", "queue", "priority", "budget", "traceparent"},
 			eventlog.KindStepStarted:       {"wake_at"},
 			eventlog.KindStepSucceeded:     {"tokens", "truncated"},
+			eventlog.KindStepFailed:        {"tokens"},
 			eventlog.KindStepDenied:        {"rule_id", "code"},
 			eventlog.KindResourceBound:     {"portable"},
 			eventlog.KindForkCreated:       {"version", "budget", "messages", "traceparent"},

@@ -25,7 +25,8 @@ type Info struct {
 	Deadline time.Time // zero if none
 
 	// Tokens is the token usage of the execution's own run: the sum of
-	// the Tokens of its step.succeeded events since its execution.created
+	// the Tokens of its step.succeeded and step.failed events (TokensOf)
+	// since its execution.created
 	// or, for a fork, its fork.created (the StatusState's, DESIGN §16). A
 	// fork's prefix is not included; the replay fold's State.Tokens sums
 	// the whole lineage. Both stores of this module keep it (storetest's

@@ -147,6 +147,25 @@ type Tokens struct {
 	Output uint64 `msgpack:"output,omitempty" json:"output"`
 }
 
+// Plus returns the sum of t and u.
+func (t Tokens) Plus(u Tokens) Tokens {
+	return Tokens{Input: t.Input + u.Input, Output: t.Output + u.Output}
+}
+
+// TokensOf returns the token usage an event's payload records: the Tokens
+// of a step.succeeded (an llm reply) or of a step.failed (a failed llm
+// attempt whose response carried usage, DESIGN §21½.9); zero for every
+// other payload. Every fold of spend sums it over the events it counts.
+func TokensOf(p Payload) Tokens {
+	switch p := p.(type) {
+	case *StepSucceeded:
+		return p.Tokens
+	case *StepFailed:
+		return p.Tokens
+	}
+	return Tokens{}
+}
+
 // Limits is an execution's budget (format 3, DESIGN §17): at most so many
 // tokens, LLM calls and tool calls over the lineage; 0 is no limit.
 type Limits struct {
@@ -247,6 +266,12 @@ type StepFailed struct {
 	// (Attempt+1) at that time: the attempt has ended, the step is not
 	// terminal. The final failure has none (format 2).
 	RetryAt time.Time `msgpack:"retry_at,omitempty" json:"retry_at"`
+	// Tokens is the token usage of a failed llm attempt whose response
+	// carried it (DESIGN §21½.9): a 429 or 5xx answer that is retried,
+	// a stream that broke after its usage arrived (Anthropic's
+	// message_start). It counts in the spend like step.succeeded's;
+	// zero for none (format 3).
+	Tokens Tokens `msgpack:"tokens,omitempty" json:"tokens"`
 }
 
 // StepCancelled records that a step's context was cancelled after it started.

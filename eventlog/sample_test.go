@@ -46,6 +46,7 @@ func fullEvents() []eventlog.Event {
 		Args: []byte{0x81, 0xa5, 't', 'o', 'p', 'i', 'c'}, Idempotency: eventlog.SafeToRetry, Attempt: 2, WakeAt: sampleWake}
 	ss := evs[3].Data.(*eventlog.StepSucceeded)
 	ss.Tokens, ss.Truncated = eventlog.Tokens{Input: 1200, Output: 345}, true
+	evs[4].Data.(*eventlog.StepFailed).Tokens = eventlog.Tokens{Input: 80, Output: 3}
 	sd := evs[6].Data.(*eventlog.StepDenied)
 	sd.RuleID, sd.Code = "llm-budget", eventlog.DenyBudget
 	evs[7].Data.(*eventlog.ResourceBound).Portable = true

@@ -130,8 +130,9 @@ type StatusState struct {
 	// this run and no decision yet: neither approval.granted,
 	// approval.rejected nor a step.denied{Code: approval_expired}.
 	Approvals []string
-	// Tokens sums the Tokens of this run's step.succeeded events (llm
-	// steps that reported usage, DESIGN §16): the execution's own run
+	// Tokens sums the Tokens of this run's step.succeeded and step.failed
+	// events (TokensOf: llm steps and failed llm attempts that reported
+	// usage, DESIGN §16, §21½.9): the execution's own run
 	// only, since fork.created starts it afresh like the rest of the
 	// status; a fork's prefix is not included (replay.State.Tokens folds
 	// the whole lineage).
@@ -178,9 +179,8 @@ func (s *StatusState) Apply(ev Event) {
 		}
 	case *MessageReceived:
 		s.wake(ev.Time)
-	case *StepSucceeded:
-		s.Tokens.Input += p.Tokens.Input
-		s.Tokens.Output += p.Tokens.Output
+	case *StepSucceeded, *StepFailed:
+		s.Tokens = s.Tokens.Plus(TokensOf(p)) // a failed attempt's usage too (DESIGN §21½.9)
 	}
 	if s.Status.Terminal() {
 		return

@@ -211,6 +211,12 @@ func TestStatusFoldTokens(t *testing.T) {
 	if want := (eventlog.Tokens{Input: 11, Output: 7}); st.Tokens != want {
 		t.Errorf("after three steps Tokens = %+v, want %+v", st.Tokens, want)
 	}
+	// A failed attempt's usage counts, retried or final (DESIGN §21½.9).
+	apply(&eventlog.StepFailed{StepID: "m3", Error: "HTTP 500", RetryAt: time.Unix(100, 0), Tokens: eventlog.Tokens{Input: 20}})
+	apply(&eventlog.StepFailed{StepID: "m3", Error: "stream broke", Tokens: eventlog.Tokens{Input: 30, Output: 1}})
+	if want := (eventlog.Tokens{Input: 61, Output: 8}); st.Tokens != want {
+		t.Errorf("after two failed attempts with usage Tokens = %+v, want %+v", st.Tokens, want)
+	}
 	apply(&eventlog.ForkCreated{})
 	if st.Tokens != (eventlog.Tokens{}) {
 		t.Errorf("after fork.created Tokens = %+v, want none (the own run's)", st.Tokens)

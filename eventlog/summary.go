@@ -111,6 +111,9 @@ func (s Steps) Summary(ev Event) string {
 		if !p.RetryAt.IsZero() {
 			t += " (retry at " + timeText(p.RetryAt) + ")"
 		}
+		if p.Tokens != (Tokens{}) {
+			t += fmt.Sprintf(" (%d+%d tokens)", p.Tokens.Input, p.Tokens.Output)
+		}
 		return t
 	case *StepCancelled:
 		return s.Name(p.StepID) + " cancelled"

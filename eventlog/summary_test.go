@@ -20,7 +20,7 @@ func TestSummary(t *testing.T) {
 		`dispatch 3`,
 		`recv chat 7 bytes attempt 2 until 2025-03-14T15:00:00.123Z`,
 		`recv chat → "wrote a.go" (1200+345 tokens) (truncated)`,
-		`step st-2: rate limited (retry at 2025-03-14T15:00:00.123Z)`,
+		`step st-2: rate limited (retry at 2025-03-14T15:00:00.123Z) (80+3 tokens)`,
 		`step st-3 cancelled`,
 		`llm gpt denied (budget) by rule "llm-budget": budget`,
 		`workspace dirfs.v1 from snap-7, every 5 steps, coverage reuse, portable`,

@@ -112,6 +112,13 @@
 // an uninterrupted run, and so did every other: none fails because its
 // owner was away (the kernel no longer writes resource_unavailable).
 //
+// TestPostgresSharedRateLimit checks DESIGN §17's shared limits with two
+// worker children calling one tool as fast as one global rule lets them:
+// 10 calls per 2 s for 10 s by default, the 10 calls a minute for
+// 30 s with -reliability.rate.minute. By the database's own record of
+// each admission, no window holds more than the limit, every call that
+// ran took one admission, and the limit was reached.
+//
 // # Trials
 //
 // Trials run three at a time (server trials two at a time): 100 of

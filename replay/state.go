@@ -237,7 +237,8 @@ type State struct {
 	DivergedAt uint64
 
 	// Tokens sums the token usage the lineage's llm steps recorded
-	// (step.succeeded Tokens, DESIGN §16): a fork's prefix counts, an
+	// (eventlog.TokensOf: step.succeeded Tokens, DESIGN §16, and a failed
+	// attempt's step.failed Tokens, §21½.9): a fork's prefix counts, an
 	// override (which ran nothing) does not.
 	Tokens eventlog.Tokens
 
@@ -410,8 +411,7 @@ func (s *State) apply(ev eventlog.Event) error {
 			}
 		}
 		st.Status, st.Result, st.EndedAt = StepSucceeded, slices.Clone(p.Result), ev.Seq
-		s.Tokens.Input += p.Tokens.Input
-		s.Tokens.Output += p.Tokens.Output
+		s.Tokens = s.Tokens.Plus(p.Tokens)
 
 	case *eventlog.StepFailed:
 		st, err := s.terminal(ev, p.StepID, p.Indeterminate)
@@ -419,6 +419,7 @@ func (s *State) apply(ev eventlog.Event) error {
 			return err
 		}
 		st.Status, st.Error, st.Indeterminate, st.EndedAt = StepFailed, p.Error, p.Indeterminate, ev.Seq
+		s.Tokens = s.Tokens.Plus(p.Tokens) // a failed attempt's usage counts (DESIGN §21½.9)
 		if !p.RetryAt.IsZero() {
 			st.Status, st.RetryAt = StepRetrying, p.RetryAt
 			st.Retried++

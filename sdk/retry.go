@@ -197,9 +197,10 @@ func usedAttempts(c call, n, retried uint32) uint32 {
 // retried (Transport's 429 and 5xx: only the final response is the
 // result), and the least delay before the next (a Retry-After).
 type attemptError struct {
-	err   error
-	final []byte        // the result to record when no retry follows; nil: the failure is recorded
-	after time.Duration // the least backoff before the next attempt
+	err    error
+	final  []byte          // the result to record when no retry follows; nil: the failure is recorded
+	after  time.Duration   // the least backoff before the next attempt
+	tokens eventlog.Tokens // the usage the failed response carried, recorded with it (DESIGN §21½.9)
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
@@ -218,13 +219,19 @@ func (d *dispatch) outcome(stepID string, attempt uint32, c call, berr error, ti
 			return &eventlog.StepFailed{StepID: stepID, Error: msg, Indeterminate: true}, time.Time{}
 		}
 	}
+	ae := (*attemptError)(nil)
+	errors.As(berr, &ae)
+	var tokens eventlog.Tokens
+	if ae != nil {
+		tokens = ae.tokens
+	}
 	if at := d.nextAttempt(c, attempt, berr); !at.IsZero() {
-		return &eventlog.StepFailed{StepID: stepID, Error: msg, RetryAt: at}, at
+		return &eventlog.StepFailed{StepID: stepID, Error: msg, RetryAt: at, Tokens: tokens}, at
 	}
-	if ae := (*attemptError)(nil); errors.As(berr, &ae) && ae.final != nil {
-		return &eventlog.StepSucceeded{StepID: stepID, Result: ae.final}, time.Time{}
+	if ae != nil && ae.final != nil {
+		return &eventlog.StepSucceeded{StepID: stepID, Result: ae.final, Tokens: tokens}, time.Time{}
 	}
-	return &eventlog.StepFailed{StepID: stepID, Error: msg}, time.Time{}
+	return &eventlog.StepFailed{StepID: stepID, Error: msg, Tokens: tokens}, time.Time{}
 }
 
 // nextAttempt returns when the attempt after failed attempt n of c runs,

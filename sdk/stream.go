@@ -193,7 +193,9 @@ func (s *liveStream) breakLocked(rerr error) error {
 // failLocked ends the stream's step failed with msg, the caller's error
 // as on replay. s.mu is held.
 func (s *liveStream) failLocked(msg string) error {
-	return s.endLocked(&eventlog.StepFailed{StepID: s.stepID, Error: msg}, nil)
+	// The usage that arrived before the break was spent (Anthropic's
+	// message_start carries the input tokens): it counts (DESIGN §21½.9).
+	return s.endLocked(&eventlog.StepFailed{StepID: s.stepID, Error: msg, Tokens: llmTokens(s.header, s.got)}, nil)
 }
 
 // Close implements io.Closer: a stream closed before its end records what

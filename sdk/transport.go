@@ -186,9 +186,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return rec, err
 			}
 			return nil, &attemptError{
-				err:   fmt.Errorf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
-				final: rec,
-				after: retryAfter(resp.Header.Get("Retry-After"), d.k.clock.Now()),
+				err:    fmt.Errorf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
+				final:  rec,
+				after:  retryAfter(resp.Header.Get("Retry-After"), d.k.clock.Now()),
+				tokens: llmTokens(h, b),
 			}
 		},
 	})

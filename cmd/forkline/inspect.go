@@ -444,9 +444,8 @@ type budgetJSON struct {
 // tokens and its live calls.
 func (l *lineage) foldSpend(ev eventlog.Event) {
 	switch p := ev.Data.(type) {
-	case *eventlog.StepSucceeded:
-		l.tokens.Input += p.Tokens.Input
-		l.tokens.Output += p.Tokens.Output
+	case *eventlog.StepSucceeded, *eventlog.StepFailed:
+		l.tokens = l.tokens.Plus(eventlog.TokensOf(p))
 	case *eventlog.ExecutionCreated:
 		l.budget = p.Budget
 	case *eventlog.ForkCreated:

@@ -46,20 +46,24 @@ func TestTokens(t *testing.T, open func(t *testing.T) (eventlog.IndexedLog, func
 	wantTokens(t, s, f, eventlog.Tokens{Input: 4, Output: 4}, "the fork after reopen")
 	appendAll(t, s, id, llmStep("m5", eventlog.Tokens{Input: 1, Output: 100}))
 	wantTokens(t, s, id, eventlog.Tokens{Input: 21, Output: 108}, "after reopen and one more llm step")
+	// A failed attempt whose response carried usage counts, retried
+	// (its own append) or not (DESIGN §21½.9).
+	appendAll(t, s, id, []eventlog.Event{
+		{Data: &eventlog.StepStarted{StepID: "m7", StepKind: eventlog.StepLLM, Target: "model", Idempotency: eventlog.SafeToRetry, Attempt: 1}},
+		{Data: &eventlog.StepFailed{StepID: "m7", Error: "HTTP 503", RetryAt: time.Unix(1, 0).UTC(), Tokens: eventlog.Tokens{Input: 40}}},
+	})
+	wantTokens(t, s, id, eventlog.Tokens{Input: 61, Output: 108}, "after a failed attempt that carried usage")
 	appendAll(t, s, id, append(llmStep("m6", eventlog.Tokens{Input: 2, Output: 2}),
 		eventlog.Event{Data: &eventlog.ExecutionCompleted{Output: []byte(`"done"`)}}))
-	wantTokens(t, s, id, eventlog.Tokens{Input: 23, Output: 110}, "after the execution ended")
+	wantTokens(t, s, id, eventlog.Tokens{Input: 63, Output: 110}, "after the execution ended")
 
 	// The events carry what Info sums.
 	var sum eventlog.Tokens
 	for _, ev := range readEvents(t, s, id) {
-		if p, ok := ev.Data.(*eventlog.StepSucceeded); ok {
-			sum.Input += p.Tokens.Input
-			sum.Output += p.Tokens.Output
-		}
+		sum = sum.Plus(eventlog.TokensOf(ev.Data))
 	}
-	if sum != (eventlog.Tokens{Input: 23, Output: 110}) {
-		t.Errorf("the lineage's step.succeeded events carry %+v tokens, want 23+110", sum)
+	if sum != (eventlog.Tokens{Input: 63, Output: 110}) {
+		t.Errorf("the lineage's step.succeeded and step.failed events carry %+v tokens, want 63+110", sum)
 	}
 }
 
