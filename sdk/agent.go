@@ -143,7 +143,9 @@ type RunOption interface {
 // Start creates an execution of agent with input and returns its ID. It does
 // not run it: call Run. An unknown agent, or an input that does not decode
 // into the agent's input type, is refused with ErrInvalid and nothing is
-// written.
+// written. When the kernel traces (WithTracerProvider) and ctx holds a
+// valid span context, execution.created records it as TraceParent, and
+// the execution's dispatch spans link to it.
 func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...StartOption) (eventlog.ID, error) {
 	o, err := startOpts(opts)
 	if err != nil {

@@ -207,7 +207,9 @@ func VerifyPrefix() ForkOption {
 // execution that replays events 1..at and restores each resource from its
 // selection on first use. Run it with Run. opts edit the fork (DESIGN
 // §12): [WithInput], [WithResult], [WithMessages], [RequireCovered],
-// [VerifyPrefix]. Bad input — at 0 or
+// [VerifyPrefix]. When the kernel traces, fork.created records ctx's span
+// context (TraceParent), which the fork's dispatch spans link to. Bad
+// input — at 0 or
 // past the head, an unknown execution, an option the lineage does not allow
 // — returns an error and writes nothing.
 func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...ForkOption) (eventlog.ID, error) {

@@ -145,6 +145,15 @@ func TestOtelTraceContextLinks(t *testing.T) {
 	}
 	checkLinks(t, "fork", r.dispatchSpans(fid), forkReq.SpanContext())
 
+	// StartByName records it too, for an agent another process registers.
+	byName, err := k.StartByName(rctx, "elsewhere", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := createdTraceParent(t, k, byName), traceparentOf(request.SpanContext()); got != want {
+		t.Errorf("StartByName's TraceParent %q, want %q", got, want)
+	}
+
 	// Without a span in ctx nothing is recorded, and the dispatch links
 	// to nothing.
 	plain, err := k.Start(ctx, "child", 5)
