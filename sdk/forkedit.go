@@ -209,9 +209,8 @@ func VerifyPrefix() ForkOption {
 // §12): [WithInput], [WithResult], [WithMessages], [RequireCovered],
 // [VerifyPrefix]. When the kernel traces, fork.created records ctx's span
 // context (TraceParent), which the fork's dispatch spans link to. Bad
-// input — at 0 or
-// past the head, an unknown execution, an option the lineage does not allow
-// — returns an error and writes nothing.
+// input — at 0 or past the head, an unknown execution, an option the
+// lineage does not allow — returns an error and writes nothing.
 func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...ForkOption) (eventlog.ID, error) {
 	var e forkEdit
 	for _, opt := range opts {
