@@ -299,13 +299,13 @@ func v2CaptureReason(r CaptureReason) string {
 // 3). A version 1 or 2 record that sets one of them, or holds step kind
 // recv or park reason rate_limit or message, does not decode.
 var V3Fields = map[Kind][]string{
-	KindExecutionCreated:  {"version", "queue", "priority", "budget"},
+	KindExecutionCreated:  {"version", "queue", "priority", "budget", "traceparent"},
 	KindStepStarted:       {"wake_at"},
 	KindStepSucceeded:     {"tokens", "truncated"},
 	KindStepFailed:        {"tokens"},
 	KindStepDenied:        {"rule_id", "code"},
 	KindResourceBound:     {"portable"},
-	KindForkCreated:       {"version", "budget", "messages"},
+	KindForkCreated:       {"version", "budget", "messages", "traceparent"},
 	KindApprovalRequested: {"rule_id", "expires_at", "approvers", "message"},
 }
 
@@ -323,6 +323,8 @@ func v3Field(p Payload) string {
 			return "priority"
 		case p.Budget != Limits{}:
 			return "budget"
+		case p.TraceParent != "":
+			return "traceparent"
 		}
 	case *StepStarted:
 		switch {
@@ -363,6 +365,8 @@ func v3Field(p Payload) string {
 			return "budget"
 		case len(p.Messages) > 0:
 			return "messages"
+		case p.TraceParent != "":
+			return "traceparent"
 		}
 	case *ApprovalRequested:
 		switch {

@@ -71,7 +71,7 @@ var pinnedFields = map[reflect.Type][]string{
 		"Agent string agent", "Input []uint8 input,omitempty",
 		"Deadline time.Time deadline,omitempty", "Key string key,omitempty",
 		"Version string version,omitempty", "Queue string queue,omitempty", "Priority int priority,omitempty",
-		"Budget eventlog.Limits budget,omitempty",
+		"Budget eventlog.Limits budget,omitempty", "TraceParent string traceparent,omitempty",
 	},
 	reflect.TypeFor[eventlog.DispatchStarted](): {
 		"Dispatch uint64 dispatch", "Owner string owner,omitempty", "Epoch uint64 epoch,omitempty",
@@ -127,6 +127,7 @@ var pinnedFields = map[reflect.Type][]string{
 		"Input []uint8 input,omitempty", "Overrides []eventlog.StepOverride overrides,omitempty",
 		"Deadline time.Time deadline,omitempty", "Version string version,omitempty",
 		"Budget eventlog.Limits budget,omitempty", "Messages []eventlog.Message messages,omitempty",
+		"TraceParent string traceparent,omitempty",
 	},
 	reflect.TypeFor[eventlog.ForkSelection](): {
 		"Key string key", "Ref string ref,omitempty", "CapturedAt uint64 captured_at,omitempty",
@@ -154,7 +155,7 @@ var pinnedFields = map[reflect.Type][]string{
 // pinnedKeys is the set of map keys each kind's payload is encoded with:
 // all of them for fullEvents, the ones without omitempty for minimalEvents.
 var pinnedKeys = map[eventlog.Kind][2][]string{
-	eventlog.KindExecutionCreated:      {{"agent", "budget", "deadline", "input", "key", "priority", "queue", "version"}, {"agent"}},
+	eventlog.KindExecutionCreated:      {{"agent", "budget", "deadline", "input", "key", "priority", "queue", "traceparent", "version"}, {"agent"}},
 	eventlog.KindDispatchStarted:       {{"dispatch", "epoch", "owner"}, {"dispatch"}},
 	eventlog.KindStepStarted:           {{"args", "attempt", "idempotency", "step_id", "step_kind", "target", "wake_at"}, {"attempt", "idempotency", "step_id", "step_kind", "target"}},
 	eventlog.KindStepSucceeded:         {{"result", "step_id", "tokens", "truncated"}, {"step_id"}},
@@ -166,7 +167,7 @@ var pinnedKeys = map[eventlog.Kind][2][]string{
 	eventlog.KindResourceCaptureFailed: {{"error", "key", "reason"}, {"error", "key", "reason"}},
 	eventlog.KindExecutionCompleted:    {{"output"}, {}},
 	eventlog.KindExecutionFailed:       {{"code", "error"}, {"code", "error"}},
-	eventlog.KindForkCreated:           {{"at", "budget", "deadline", "input", "messages", "overrides", "parent", "selections", "version"}, {"at", "parent"}},
+	eventlog.KindForkCreated:           {{"at", "budget", "deadline", "input", "messages", "overrides", "parent", "selections", "traceparent", "version"}, {"at", "parent"}},
 	eventlog.KindCancelRequested:       {{"by", "reason"}, {}},
 	eventlog.KindExecutionCancelled:    {{"reason"}, {}},
 	eventlog.KindDispatchParked:        {{"reason", "wake_at"}, {"reason"}},
@@ -203,13 +204,13 @@ func TestFormatPinned(t *testing.T) {
 			t.Errorf("V2Fields (-pinned +now):\n%s", d)
 		}
 		want3 := map[eventlog.Kind][]string{
-			eventlog.KindExecutionCreated:  {"version", "queue", "priority", "budget"},
+			eventlog.KindExecutionCreated:  {"version", "queue", "priority", "budget", "traceparent"},
 			eventlog.KindStepStarted:       {"wake_at"},
 			eventlog.KindStepSucceeded:     {"tokens", "truncated"},
 			eventlog.KindStepFailed:        {"tokens"},
 			eventlog.KindStepDenied:        {"rule_id", "code"},
 			eventlog.KindResourceBound:     {"portable"},
-			eventlog.KindForkCreated:       {"version", "budget", "messages"},
+			eventlog.KindForkCreated:       {"version", "budget", "messages", "traceparent"},
 			eventlog.KindApprovalRequested: {"rule_id", "expires_at", "approvers", "message"},
 		}
 		if d := cmp.Diff(want3, eventlog.V3Fields); d != "" {

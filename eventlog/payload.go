@@ -210,6 +210,16 @@ type ExecutionCreated struct {
 	Priority int    `msgpack:"priority,omitempty" json:"priority"`
 	// Budget limits what the lineage may spend (format 3, DESIGN §17).
 	Budget Limits `msgpack:"budget,omitempty" json:"budget"`
+	// TraceParent is the OpenTelemetry span context of the caller of
+	// sdk.Start as W3C traceparent text (version 00:
+	// "00-<trace id>-<span id>-<flags>"), written when the kernel traces
+	// (sdk.WithTracerProvider) and the caller's context holds a valid span
+	// context; "" otherwise (format 3, DESIGN §13). A child's is the span
+	// of the parent's child step. Each dispatch's forkline.dispatch span
+	// links to it. A malformed value is rejected, not ignored: the record
+	// does not decode (ErrCorrupt, as any malformed field), and Create
+	// refuses it (ErrInvalid); see [ParseTraceParent].
+	TraceParent string `msgpack:"traceparent,omitempty" json:"traceparent"`
 }
 
 // DispatchStarted is written by each Run that begins executing the handler.
@@ -348,6 +358,12 @@ type ForkCreated struct {
 	// Messages are received at fork.created (sdk.WithMessages, format 3,
 	// DESIGN §21½.16).
 	Messages []Message `msgpack:"messages,omitempty" json:"messages"`
+	// TraceParent is the span context of the caller of sdk.Kernel.Fork, as
+	// ExecutionCreated's TraceParent is of Start's (format 3, DESIGN §13):
+	// the fork's dispatches link to it, never to the parent's (a fork does
+	// not inherit what belongs to a run, §8½). Validated as
+	// ExecutionCreated's.
+	TraceParent string `msgpack:"traceparent,omitempty" json:"traceparent"`
 }
 
 // StepOverride is a result a fork replays for one step instead of the
@@ -572,6 +588,9 @@ func (p *ExecutionCreated) validate() error {
 	if p.Priority != 0 && p.Queue == "" {
 		return fmt.Errorf("execution.created: priority %d without a queue", p.Priority)
 	}
+	if err := checkTraceParent(p.TraceParent); err != nil {
+		return fmt.Errorf("execution.created: %w", err)
+	}
 	return nil
 }
 
@@ -699,6 +718,9 @@ func (p *ForkCreated) validate() error {
 	}
 	if p.At == 0 {
 		return errors.New("fork.created: at 0")
+	}
+	if err := checkTraceParent(p.TraceParent); err != nil {
+		return fmt.Errorf("fork.created: %w", err)
 	}
 	for i, o := range p.Overrides {
 		if o.StepID == "" {

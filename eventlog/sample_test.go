@@ -25,6 +25,10 @@ func mustParseID(s string) eventlog.ID {
 	return id
 }
 
+// sampleTraceParent is the traceparent of the sample execution.created
+// (the W3C specification's example).
+const sampleTraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"
+
 // sampleWake is the fixed wake time, retry time and deadline of the sample
 // events: nanosecond precision and a zone other than UTC (it decodes as the
 // same instant in UTC).
@@ -37,6 +41,7 @@ func fullEvents() []eventlog.Event {
 	ec := evs[0].Data.(*eventlog.ExecutionCreated)
 	ec.Version, ec.Queue, ec.Priority = "v7", "default", -2
 	ec.Budget = eventlog.Limits{MaxTokens: 100000, MaxLLMCalls: 50, MaxToolCalls: 200}
+	ec.TraceParent = sampleTraceParent
 	evs[2].Data = &eventlog.StepStarted{StepID: "st-1", StepKind: eventlog.StepRecv, Target: "chat",
 		Args: []byte{0x81, 0xa5, 't', 'o', 'p', 'i', 'c'}, Idempotency: eventlog.SafeToRetry, Attempt: 2, WakeAt: sampleWake}
 	ss := evs[3].Data.(*eventlog.StepSucceeded)
@@ -49,6 +54,7 @@ func fullEvents() []eventlog.Event {
 	fc.Version = "v8"
 	fc.Budget = eventlog.Limits{MaxTokens: 5000, MaxLLMCalls: 3, MaxToolCalls: 9}
 	fc.Messages = []eventlog.Message{{MessageID: "m-1", Topic: "chat", Value: []byte(`"edited question"`), From: "alice"}}
+	fc.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00"
 	ar := evs[18].Data.(*eventlog.ApprovalRequested)
 	ar.RuleID, ar.ExpiresAt, ar.Approvers, ar.Message = "review-rm", sampleWake, []string{"bob", "carol"}, "please check"
 	for _, p := range []eventlog.Payload{

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -58,6 +59,9 @@ func (s Steps) Summary(ev Event) string {
 		}
 		if b := limitsText(p.Budget); b != "" {
 			t += " " + b
+		}
+		if id := traceIDText(p.TraceParent); id != "" {
+			t += " trace " + id
 		}
 		return t
 	case *DispatchStarted:
@@ -173,6 +177,9 @@ func (s Steps) Summary(ev Event) string {
 		}
 		if b := limitsText(p.Budget); b != "" {
 			t += "; " + b
+		}
+		if id := traceIDText(p.TraceParent); id != "" {
+			t += "; trace " + id
 		}
 		return t
 	case *CancelRequested:
@@ -300,6 +307,17 @@ func ShortRef(ref string) string {
 }
 
 // clip shortens s to at most n runes, marking the cut with "…".
+// traceIDText is the trace ID of a recorded traceparent — what a tracing
+// backend is searched by — or "" for none (or a malformed one, which does
+// not decode).
+func traceIDText(traceparent string) string {
+	tp, err := ParseTraceParent(traceparent)
+	if err != nil {
+		return ""
+	}
+	return hex.EncodeToString(tp.TraceID[:])
+}
+
 func clip(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s

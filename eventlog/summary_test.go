@@ -16,7 +16,7 @@ import (
 // with Steps, terminal events name their step by kind and target.
 func TestSummary(t *testing.T) {
 	want := []string{
-		`coder task="fix the bug" key "order-42" deadline 2025-03-14T15:00:00.123Z version "v7" queue "default" priority -2 budget 100000 tokens, 50 llm calls, 200 tool calls`,
+		`coder task="fix the bug" key "order-42" deadline 2025-03-14T15:00:00.123Z version "v7" queue "default" priority -2 budget 100000 tokens, 50 llm calls, 200 tool calls trace 4bf92f3577b34da6a3ce929d0e0e4736`,
 		`dispatch 3`,
 		`recv chat 7 bytes attempt 2 until 2025-03-14T15:00:00.123Z`,
 		`recv chat → "wrote a.go" (1200+345 tokens) (truncated)`,
@@ -28,7 +28,7 @@ func TestSummary(t *testing.T) {
 		`workspace (completion): quota`,
 		`answer=42`,
 		`checkpoint_unavailable: boom`,
-		`fork of 0192f0c4-7b1a-7c3d-8e4f-0123456789ab at 17; input task="fix it differently"; recv chat ← "edited"; step st-9 ← 1; db ← db-3@12 (covered); workspace ← snap-8@9 (uncovered); version "v8"; 1 message; budget 5000 tokens, 3 llm calls, 9 tool calls`,
+		`fork of 0192f0c4-7b1a-7c3d-8e4f-0123456789ab at 17; input task="fix it differently"; recv chat ← "edited"; step st-9 ← 1; db ← db-3@12 (covered); workspace ← snap-8@9 (uncovered); version "v8"; 1 message; budget 5000 tokens, 3 llm calls, 9 tool calls; trace 0af7651916cd43dd8448eb211c80319c`,
 		`user asked by alice`,
 		`user asked`,
 		`waiting for timer until 2025-03-14T15:00:00.123Z`,

@@ -48,13 +48,14 @@ func TestCreateEdits(t *testing.T) {
 	s := openStore(t)
 	id := editLineage(t, s)
 
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"
 	fid, _, err := fork.Create(ctx, s, id, 4, epoch, fork.WithInput([]byte(`"new"`)),
-		fork.WithOverride("s2", []byte(`"b"`)), fork.WithOverride("s1", []byte(`"a"`)))
+		fork.WithOverride("s2", []byte(`"b"`)), fork.WithOverride("s1", []byte(`"a"`)), fork.WithTraceParent(tp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := readAll(t, s, fid)[4].Data.(*eventlog.ForkCreated)
-	want := &eventlog.ForkCreated{Parent: id, At: 4, Input: []byte(`"new"`),
+	want := &eventlog.ForkCreated{Parent: id, At: 4, Input: []byte(`"new"`), TraceParent: tp,
 		Overrides: []eventlog.StepOverride{{StepID: "s1", Result: []byte(`"a"`)}, {StepID: "s2", Result: []byte(`"b"`)}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("fork.created (-want +got):\n%s", diff)
@@ -76,6 +77,7 @@ func TestCreateEdits(t *testing.T) {
 		{"twice", 4, []fork.Option{fork.WithOverride("s1", nil), fork.WithOverride("s1", nil)}, eventlog.ErrInvalid, "twice"},
 		{"empty input", 4, []fork.Option{fork.WithInput(nil)}, eventlog.ErrInvalid, "empty input"},
 		{"nil option", 4, []fork.Option{nil}, eventlog.ErrInvalid, "nil option"},
+		{"bad traceparent", 4, []fork.Option{fork.WithTraceParent("00-abc")}, eventlog.ErrInvalid, "traceparent"},
 		{"uncovered", 10, []fork.Option{fork.RequireCovered()}, coverage.ErrUncovered, `"ws" not covered`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

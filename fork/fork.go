@@ -85,6 +85,7 @@ type options struct {
 	deadline  time.Time
 	version   *string // WithVersion; nil: the parent's
 	budget    eventlog.Limits
+	trace     string
 }
 
 // WithInput gives the fork a new handler input, recorded as fork.created's
@@ -226,6 +227,20 @@ func WithBudget(l eventlog.Limits) Option {
 	}
 }
 
+// WithTraceParent records tp, the W3C traceparent of the fork's caller,
+// in fork.created's TraceParent (DESIGN §13): a kernel's dispatches of the
+// fork link their spans to it. Text that [eventlog.ParseTraceParent]
+// refuses is [eventlog.ErrInvalid].
+func WithTraceParent(tp string) Option {
+	return func(o *options) error {
+		if _, err := eventlog.ParseTraceParent(tp); err != nil {
+			return fmt.Errorf("fork: %w", err)
+		}
+		o.trace = tp
+		return nil
+	}
+}
+
 // RequireCovered makes Create refuse an uncovered fork point with an error
 // wrapping [coverage.ErrUncovered], writing nothing.
 func RequireCovered() Option {
@@ -289,6 +304,7 @@ func Create(ctx context.Context, log eventlog.IndexedLog, parent eventlog.ID, at
 	fc.Messages = o.messages
 	fc.Deadline = o.deadline
 	fc.Budget = o.budget
+	fc.TraceParent = o.trace
 	if len(o.overrides) > 0 {
 		fc.Overrides = slices.Clone(o.overrides)
 		slices.SortFunc(fc.Overrides, func(a, b eventlog.StepOverride) int { return strings.Compare(a.StepID, b.StepID) })

@@ -78,8 +78,12 @@
 // /metrics is the Prometheus text exposition of the kernel's OpenTelemetry
 // instruments (forkline_steps_total by kind and outcome,
 // forkline_steps_replayed_total, forkline_captures_total,
-// forkline_forks_total, forkline_lease_takeovers_total and the capture
-// histograms), read from the meter of [NewMetrics] given both to the
+// forkline_forks_total, forkline_lease_takeovers_total, the capture
+// histograms, and the run-level metrics of sdk.WithMeterProvider:
+// forkline_executions_started_total, forkline_executions_ended_total by
+// outcome, the forkline_executions_backlog gauge by status — each scrape
+// lists the store's unended executions once — and the first dispatch
+// delay, approval wait and step duration histograms), read from the meter of [NewMetrics] given both to the
 // kernel (Metrics.Option) and to Options.Metrics; without it the route is
 // 404. It takes the token because the counts describe the workload; a
 // Prometheus scrape job gives it with its authorization setting.

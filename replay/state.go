@@ -139,11 +139,14 @@ type Approval struct {
 	ExpiresAt time.Time
 	// Approvers may decide (format 3); none means anyone.
 	Approvers   []string
-	Message     string           // shown to the approvers (format 3)
-	RequestedAt uint64           // seq of the approval.requested
-	Decision    ApprovalDecision // "" while undecided
-	By, Note    string           // of the decision
-	DecidedAt   uint64           // seq of the decision (of the step.denied when expired); 0 while undecided
+	Message     string // shown to the approvers (format 3)
+	RequestedAt uint64 // seq of the approval.requested
+	// RequestedTime is the approval.requested's time (the forkline.approval.wait
+	// metric measures from it).
+	RequestedTime time.Time
+	Decision      ApprovalDecision // "" while undecided
+	By, Note      string           // of the decision
+	DecidedAt     uint64           // seq of the decision (of the step.denied when expired); 0 while undecided
 	// Own reports that it was requested by this execution's run: after the
 	// lineage's newest fork.created. An approval of the prefix never
 	// approves a live run of a fork (DESIGN §8½), so only an own, undecided
@@ -252,6 +255,16 @@ type State struct {
 	// counts. Together with Tokens they are the spend the budget limits.
 	LLMCalls  uint64
 	ToolCalls uint64
+
+	// Created is the time of execution.created, or of the newest
+	// fork.created: when this run began. TraceParent is the W3C trace
+	// context its caller recorded there ("" for none): a fork's own, never
+	// its parent's (DESIGN §8½, §13). RunDispatches counts the
+	// dispatch.started events since then (Dispatches counts the whole
+	// lineage's, a fork's prefix included).
+	Created       time.Time
+	TraceParent   string
+	RunDispatches uint64
 
 	// Parent, ForkAt and Selections come from the lineage's newest
 	// fork.created; they are zero for a root execution.
@@ -372,12 +385,14 @@ func (s *State) apply(ev eventlog.Event) error {
 		}
 		s.Agent, s.Input, s.Version = p.Agent, slices.Clone(p.Input), p.Version
 		s.Budget = p.Budget
+		s.Created, s.TraceParent = ev.Time, p.TraceParent
 
 	case *eventlog.DispatchStarted:
 		if p.Dispatch != s.Dispatches+1 {
 			return invalid(ev, "dispatch %d after dispatch %d", p.Dispatch, s.Dispatches)
 		}
 		s.Dispatches = p.Dispatch
+		s.RunDispatches++
 		s.owner = p.Owner
 
 	case *eventlog.StepStarted:
@@ -533,7 +548,7 @@ func (s *State) apply(ev eventlog.Event) error {
 		s.approvals[p.StepID] = Approval{
 			StepID: p.StepID, StepKind: p.StepKind, Target: p.Target, Args: slices.Clone(p.Args),
 			Reason: p.Reason, RuleID: p.RuleID, ExpiresAt: p.ExpiresAt, Approvers: slices.Clone(p.Approvers),
-			Message: p.Message, RequestedAt: ev.Seq,
+			Message: p.Message, RequestedAt: ev.Seq, RequestedTime: ev.Time,
 		}
 
 	case *eventlog.ApprovalGranted:
@@ -587,6 +602,7 @@ func (s *State) apply(ev eventlog.Event) error {
 		s.Parent, s.ForkAt, s.Selections = p.Parent, p.At, slices.Clone(p.Selections)
 		s.Version = p.Version
 		s.forkSeq = ev.Seq
+		s.Created, s.TraceParent, s.RunDispatches = ev.Time, p.TraceParent, 0
 		s.Output, s.Error, s.Code = nil, "", ""
 		s.CancelRequested, s.CancelReason, s.CancelBy = false, "", ""
 		s.Diverged, s.DivergedAt = nil, 0

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/internal/eventtext"
@@ -437,5 +438,39 @@ func TestCreatedOnEmptyState(t *testing.T) {
 	}
 	if s.Head != 1 || s.Status != eventlog.StatusPending || s.Agent != "a" {
 		t.Errorf("after execution.created: head %d, status %s, agent %q", s.Head, s.Status, s.Agent)
+	}
+}
+
+// TestRunStart: Created, TraceParent and RunDispatches are the run's —
+// execution.created's for a root, the newest fork.created's for a fork,
+// whose TraceParent is its own even when empty — and an approval keeps
+// its request's time.
+func TestRunStart(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"
+	t0 := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	evs := []eventlog.Event{
+		{Seq: 1, Time: at(0), Data: &eventlog.ExecutionCreated{Agent: "a", TraceParent: tp}},
+		{Seq: 2, Time: at(1), Data: &eventlog.DispatchStarted{Dispatch: 1}},
+		{Seq: 3, Time: at(2), Data: &eventlog.ApprovalRequested{StepID: "s", StepKind: eventlog.StepTool, Target: "t"}},
+		{Seq: 4, Time: at(3), Data: &eventlog.DispatchStarted{Dispatch: 2}},
+	}
+	s := New()
+	for _, ev := range evs {
+		if err := s.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !s.Created.Equal(at(0)) || s.TraceParent != tp || s.RunDispatches != 2 || s.Dispatches != 2 {
+		t.Errorf("root: Created %v TraceParent %q RunDispatches %d Dispatches %d", s.Created, s.TraceParent, s.RunDispatches, s.Dispatches)
+	}
+	if a, _ := s.Approval("s"); !a.RequestedTime.Equal(at(2)) {
+		t.Errorf("approval RequestedTime %v, want %v", a.RequestedTime, at(2))
+	}
+	if err := s.Apply(eventlog.Event{Seq: 5, Time: at(9), Data: &eventlog.ForkCreated{Parent: eventlog.NewID(), At: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Created.Equal(at(9)) || s.TraceParent != "" || s.RunDispatches != 0 || s.Dispatches != 2 {
+		t.Errorf("fork: Created %v TraceParent %q RunDispatches %d Dispatches %d", s.Created, s.TraceParent, s.RunDispatches, s.Dispatches)
 	}
 }

@@ -143,7 +143,9 @@ type RunOption interface {
 // Start creates an execution of agent with input and returns its ID. It does
 // not run it: call Run. An unknown agent, or an input that does not decode
 // into the agent's input type, is refused with ErrInvalid and nothing is
-// written.
+// written. When the kernel traces (WithTracerProvider) and ctx holds a
+// valid span context, execution.created records it as TraceParent, and
+// the execution's dispatch spans link to it.
 func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...StartOption) (eventlog.ID, error) {
 	o, err := startOpts(opts)
 	if err != nil {
@@ -166,15 +168,37 @@ func (k *Kernel) Start(ctx context.Context, agent string, input any, opts ...Sta
 		return eventlog.ID{}, err
 	}
 	created := o.created(agent, in, k.version)
+	created.TraceParent = k.tel.traceParent(ctx)
 	var copts []eventlog.CreateOption
 	if !o.caller.IsZero() {
 		copts = append(copts, eventlog.WithCaller(o.caller), eventlog.WithCallerStep(o.callerStep))
 	}
-	id, err := k.log.Create(ctx, created, k.now(), copts...)
-	if err == nil {
-		k.notify()
+	return k.create(ctx, created, copts...)
+}
+
+// create writes created (Start, StartByName), wakes Serve and counts
+// forkline.executions.started when it made a new execution. A keyed
+// create that finds its execution writes nothing: when metering, the key
+// is looked up first (eventlog.KeyLookup) so that it is not counted; two
+// keyed Starts racing for a new key may both count.
+func (k *Kernel) create(ctx context.Context, created *eventlog.ExecutionCreated, opts ...eventlog.CreateOption) (eventlog.ID, error) {
+	existed := false
+	if k.tel.meter != nil && created.Key != "" {
+		var kl eventlog.KeyLookup
+		if eventlog.As(k.log, &kl) {
+			_, err := kl.LookupKey(ctx, created.Key)
+			existed = err == nil
+		}
 	}
-	return id, err
+	id, err := k.log.Create(ctx, created, k.now(), opts...)
+	if err != nil {
+		return id, err
+	}
+	k.notify()
+	if !existed {
+		k.tel.executionStarted(ctx)
+	}
+	return id, nil
 }
 
 // withCaller records the parent of a child execution and the parent's

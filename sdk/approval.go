@@ -636,7 +636,7 @@ func (d *dispatch) denyLocked(stepID string, c call, reason string, code eventlo
 		return err
 	}
 	d.logCaptures(payloads[:len(payloads)-1])
-	d.k.tel.stepEnded(nil, c.kind, "denied", nil)
+	d.k.tel.stepEnded(nil, c.kind, "denied", nil, time.Time{})
 	return &DeniedError{Target: c.target, Reason: reason, Code: code, RuleID: ruleID}
 }
 

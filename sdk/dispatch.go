@@ -410,6 +410,7 @@ func (d *dispatch) writeLocked(lazy bool, ns []uint64, payloads []eventlog.Paylo
 			d.dead = fmt.Errorf("sdk: execution %s: fold seq %d: %w", d.id, ev.Seq, err)
 			return d.dead
 		}
+		d.k.tel.appended(d.state, ev)
 		switch ev.Kind() {
 		case eventlog.KindApprovalGranted, eventlog.KindApprovalRejected:
 			d.foldedDecisionLocked()
@@ -915,7 +916,7 @@ func (d *dispatch) resolveIndeterminateMsg(stepID string, c call, msg string) er
 	if err := d.appendLocked(false, payloads...); err != nil {
 		return err
 	}
-	d.k.tel.stepEnded(nil, c.kind, "indeterminate", nil)
+	d.k.tel.stepEnded(nil, c.kind, "indeterminate", nil, time.Time{})
 	return &StepError{StepID: stepID, Target: c.target, Message: msg, Indeterminate: true}
 }
 
@@ -962,10 +963,11 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		return nil, time.Time{}, err
 	}
 	ctx, span := d.k.tel.startStep(ctx, d.exec, started)
+	start := d.k.tel.stepStart()
 	outcome, serr := "succeeded", error(nil)
 	defer func() {
 		if outcome != "streaming" {
-			d.k.tel.stepEnded(span, c.kind, outcome, serr)
+			d.k.tel.stepEnded(span, c.kind, outcome, serr, start)
 		}
 	}()
 
@@ -985,7 +987,7 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 	if sh := (*streamHandoff)(nil); !panicked && errors.As(berr, &sh) {
 		// The response streams to the caller: the step stays started and
 		// the stream appends its terminal event when it ends (stream.go).
-		sh.s.ctx, sh.s.span = ctx, span
+		sh.s.ctx, sh.s.span, sh.s.start = ctx, span, start
 		d.addStream(sh.s)
 		outcome = "streaming"
 		return nil, time.Time{}, berr

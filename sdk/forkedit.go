@@ -207,9 +207,10 @@ func VerifyPrefix() ForkOption {
 // execution that replays events 1..at and restores each resource from its
 // selection on first use. Run it with Run. opts edit the fork (DESIGN
 // §12): [WithInput], [WithResult], [WithMessages], [RequireCovered],
-// [VerifyPrefix]. Bad input — at 0 or
-// past the head, an unknown execution, an option the lineage does not allow
-// — returns an error and writes nothing.
+// [VerifyPrefix]. When the kernel traces, fork.created records ctx's span
+// context (TraceParent), which the fork's dispatch spans link to. Bad
+// input — at 0 or past the head, an unknown execution, an option the
+// lineage does not allow — returns an error and writes nothing.
 func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...ForkOption) (eventlog.ID, error) {
 	var e forkEdit
 	for _, opt := range opts {
@@ -233,9 +234,13 @@ func (k *Kernel) Fork(ctx context.Context, id eventlog.ID, at uint64, opts ...Fo
 	if err != nil {
 		return eventlog.ID{}, err
 	}
+	if tp := k.tel.traceParent(ctx); tp != "" {
+		fopts = append(fopts, fork.WithTraceParent(tp))
+	}
 	fid, _, err := fork.Create(ctx, k.log, id, at, k.now(), fopts...)
 	if err == nil {
 		k.tel.forked(ctx)
+		k.tel.executionStarted(ctx)
 	}
 	return fid, err
 }

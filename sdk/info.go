@@ -100,9 +100,7 @@ func (k *Kernel) StartByName(ctx context.Context, agent string, input any, opts 
 	if err != nil {
 		return eventlog.ID{}, fmt.Errorf("%w: input of agent %q does not encode: %v", ErrInvalid, agent, err)
 	}
-	id, err := k.log.Create(ctx, o.created(agent, in, k.version), k.now())
-	if err == nil {
-		k.notify()
-	}
-	return id, err
+	created := o.created(agent, in, k.version)
+	created.TraceParent = k.tel.traceParent(ctx)
+	return k.create(ctx, created)
 }

@@ -459,7 +459,7 @@ func (k *Kernel) runOwned(ctx context.Context, id eventlog.ID, lease eventlog.Le
 				"previous_owner", d.holder, "owner", lease.Owner, "epoch", lease.Epoch)
 		}
 	}
-	ctx, span := k.tel.startDispatch(ctx, d.exec, d.state.Agent)
+	ctx, span := k.tel.startDispatch(ctx, d.exec, d.state.Agent, d.state.TraceParent)
 	res, err := d.run(ctx, h)
 	endDispatchSpan(span, err)
 	k.logEnd(d, err)

@@ -29,14 +29,15 @@ import (
 type otelRig struct {
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
+	tp     *sdktrace.TracerProvider
 	opts   []sdk.Option
 }
 
 func newOtelRig() *otelRig {
 	r := &otelRig{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-	r.opts = []sdk.Option{sdk.WithTracerProvider(tp), sdk.WithMeterProvider(mp)}
+	r.opts = []sdk.Option{sdk.WithTracerProvider(r.tp), sdk.WithMeterProvider(mp)}
 	return r
 }
 
@@ -112,7 +113,8 @@ func startedAfter(evs []eventlog.Event, seq uint64) []string {
 }
 
 // metrics sums every counter and histogram count by name and attributes:
-// "forkline.steps{kind=tool,outcome=succeeded}" -> 11.
+// "forkline.steps{kind=tool,outcome=succeeded}" -> 11; a gauge's value is
+// its last observation.
 func (r *otelRig) metrics(t *testing.T) map[string]int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -136,6 +138,10 @@ func (r *otelRig) metrics(t *testing.T) map[string]int64 {
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					out[name(m.Name, p.Attributes)] += int64(p.Count)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					out[name(m.Name, p.Attributes)] = p.Value
 				}
 			}
 		}
@@ -207,6 +213,14 @@ func TestOtelCoderRun(t *testing.T) {
 		"forkline.capture.duration{outcome=captured,reason=baseline}":   1,
 		"forkline.capture.duration{outcome=captured,reason=steps}":      1,
 		"forkline.capture.duration{outcome=captured,reason=completion}": 1,
+		"forkline.executions.started":                                   1,
+		"forkline.executions.ended{outcome=completed}":                  1,
+		"forkline.execution.first_dispatch.delay":                       1,
+		"forkline.step.duration{kind=llm,outcome=succeeded}":            12,
+		"forkline.step.duration{kind=tool,outcome=succeeded}":           11,
+		"forkline.executions.backlog{status=pending}":                   0,
+		"forkline.executions.backlog{status=running}":                   0,
+		"forkline.executions.backlog{status=waiting}":                   0,
 	}
 	if d := cmp.Diff(want, o.metrics(t)); d != "" {
 		t.Errorf("metrics (-want +got):\n%s", d)
@@ -219,6 +233,10 @@ func TestOtelCoderRun(t *testing.T) {
 	}
 	if m := len(o.spans.Ended()); m != n {
 		t.Errorf("Run of a completed execution made %d spans", m-n)
+	}
+	// Nor does it count the execution's end again.
+	if d := cmp.Diff(want, o.metrics(t)); d != "" {
+		t.Errorf("metrics after a Run of the completed execution (-want +got):\n%s", d)
 	}
 }
 

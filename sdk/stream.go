@@ -79,6 +79,7 @@ type liveStream struct {
 	target string
 	ctx    context.Context // the step's: its end makes a break step.cancelled
 	span   trace.Span
+	start  time.Time // of the step's attempt, for forkline.step.duration (zero: not metering)
 	status int
 	header http.Header
 	body   io.ReadCloser // upstream
@@ -297,7 +298,7 @@ func (s *liveStream) endLocked(terminal eventlog.Payload, then error) error {
 	if outcome != "succeeded" {
 		serr = s.err
 	}
-	d.k.tel.stepEnded(s.span, eventlog.StepLLM, outcome, serr)
+	d.k.tel.stepEnded(s.span, eventlog.StepLLM, outcome, serr, s.start)
 	return s.err
 }
 
