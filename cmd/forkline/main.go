@@ -152,10 +152,11 @@ fork only creates the fork: running it needs the agent's code, which the
 command has only for the demo's coder agent (forkline run <id>). Other agents'
 forks are run by the program that registers them (sdk.Kernel.Run).
 
-Model (demo, run, serve): with LLM_MODEL set, the coder agent calls that model at
-OPENAI_BASE_URL (default https://api.openai.com/v1) with OPENAI_API_KEY;
-otherwise a built-in deterministic scripted model, served over HTTP on
-loopback with the same wire format.
+Model (demo, run, serve): with LLM_MODEL set, the coder agent calls that
+model at OPENAI_BASE_URL (default https://api.openai.com/v1) with
+OPENAI_API_KEY; otherwise a built-in deterministic scripted model, served over
+HTTP on loopback with the same wire format. A lineage that recorded a model
+call goes on with the model it recorded.
 
 Exit status: 0 success; 1 failure; 2 bad input (usage, unknown id, ambiguous
 prefix, seq out of range, a folder that is not a forkline log, a log in use by
