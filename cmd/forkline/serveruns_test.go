@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
+	"github.com/forkline/forkline/eventlog/pgstore"
+	"github.com/forkline/forkline/internal/pgtest"
 	"github.com/forkline/forkline/internal/serveapi"
 )
 
@@ -323,5 +326,67 @@ func TestServeWorkersBadInput(t *testing.T) {
 	}
 	if after := fingerprint(t, f.dir); after != before {
 		t.Fatal("a refused serve changed the folder")
+	}
+}
+
+// TestServeRunsOnPostgres: `forkline serve --db URL` runs what the
+// database holds too: a fork made before it started and one made on its
+// page are both run to completion by its worker, each in one dispatch
+// under the serving process's own owner (host/pid/…); SIGTERM stops it
+// with exit 0.
+func TestServeRunsOnPostgres(t *testing.T) {
+	t.Setenv("LLM_MODEL", "")
+	url := pgtest.SchemaURL(t)
+	dir := t.TempDir()
+	db := []string{"--dir", dir, "--db", url}
+	if _, stderr, code := runCLI(t, append(db, "--json", "demo")...); code != exitOK {
+		t.Fatalf("demo: exit %d: %s", code, stderr)
+	}
+	s, err := pgstore.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var root eventlog.ID
+	for info, err := range s.List(t.Context(), eventlog.Filter{Limit: 1}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		root = info.ID
+	}
+	stdout, stderr, code := runCLI(t, append(db, "--json", "fork", root.String(), "45")...)
+	var fk struct{ ID string }
+	if code != exitOK || json.Unmarshal([]byte(stdout), &fk) != nil {
+		t.Fatalf("fork: exit %d: %s%s", code, stdout, stderr)
+	}
+	before, err := eventlog.ParseID(fk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv := startServe(t, dir, "--db", url)
+	page := srv.pageFork(t, root, "40")
+	srv.waitEnded(t, before)
+	srv.waitEnded(t, page)
+	host, _ := os.Hostname()
+	prefix := fmt.Sprintf("%s/%d/", host, srv.cmd.Process.Pid)
+	srv.term(t, dir)
+
+	for _, id := range []eventlog.ID{before, page} {
+		info, err := s.Info(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := collectEvents(s, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own := evs[info.ForkSeq:]
+		if owners := dispatches(own); len(owners) != 1 || !strings.HasPrefix(owners[0], prefix) {
+			t.Errorf("%s: dispatches by %q, want one by serve's owner %s…", id, owners, prefix)
+		}
+		if info.Status != eventlog.StatusCompleted || own[len(own)-1].Kind() != eventlog.KindExecutionCompleted {
+			t.Errorf("%s: %s, last event %s; want completed", id, info.Status, own[len(own)-1].Kind())
+		}
 	}
 }
