@@ -174,8 +174,12 @@ func cmdServe(e *env, sv serveFlags) error {
 			return fmt.Errorf("serve: %w", err)
 		case err := <-workers:
 			// Serve ends by itself only on what no retry mends (a closed or
-			// corrupt log): the page stops too.
-			failed = fmt.Errorf("serve: the workers stopped: %w", err)
+			// corrupt log): the page stops too. It returns nil only once
+			// the command is stopping.
+			if err != nil {
+				failed = fmt.Errorf("serve: the workers stopped: %w", err)
+			}
+			workers <- nil // for the wait below
 		case <-e.ctx.Done():
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
