@@ -170,6 +170,7 @@ func TestServeRunsPageFork(t *testing.T) {
 // process runs the execution there (POST /api/e/{id}/run), printing what
 // a local run of the same fork prints, text and JSON, and failing as it
 // does; the dispatch is the serving process's, under the folder's owner.
+// The run route wants the token and refuses a cross-site request.
 func TestRunThroughServe(t *testing.T) {
 	dir, root := demoFolder(t)
 	cli := func(args ...string) (string, string, int) {
@@ -207,6 +208,37 @@ func TestRunThroughServe(t *testing.T) {
 		t.Fatalf("serve --workers 0 says %q", s.workers)
 	}
 	page := s.pageFork(t, root, "45")
+	// The run route is guarded as the page's forms are: no token is 401, a
+	// browser's cross-site request 403; an unknown execution is 404 in the
+	// API's envelope. None runs anything.
+	for _, c := range []struct {
+		token, site string
+		id          eventlog.ID
+		want        int
+	}{
+		{"", "", idle, http.StatusUnauthorized},
+		{s.token, "cross-site", idle, http.StatusForbidden},
+		{s.token, "", eventlog.NewID(), http.StatusNotFound},
+	} {
+		req, err := http.NewRequest("POST", s.url+serveapi.RunPath(c.id), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		if c.site != "" {
+			req.Header.Set("Sec-Fetch-Site", c.site)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("POST run, token %q, Sec-Fetch-Site %q: %s, want %d", c.token, c.site, resp.Status, c.want)
+		}
+	}
 	got := []outcome{run("run", served.String()), run("--json", "run", servedJSON.String()), run("run", "ffff")}
 	got[0].stdout = strings.ReplaceAll(got[0].stdout, served.String(), local.String())
 	got[1].stdout = strings.ReplaceAll(got[1].stdout, servedJSON.String(), localJSON.String())
