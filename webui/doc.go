@@ -107,7 +107,10 @@
 //     /e/{id}/deltas: one "delta" message {step_id, index, data} each,
 //     never stored; 400 or 404 in the error envelope before it starts.
 //
-// The API only reads; forks are made through the page.
+// The API only reads; forks are made through the page. A program adds
+// routes of its own behind the same guards with [WithRoute]: forkline
+// serve adds POST /api/e/{id}/run, which runs an execution in the serving
+// process (see cmd/forkline).
 //
 // Bad input (an unknown or malformed ID, a seq out of range, an unknown
 // status) is answered 400 or 404 with a message that says what was wrong

@@ -47,6 +47,9 @@ func Handler(k *sdk.Kernel, opts ...Option) http.Handler {
 	mux.HandleFunc("POST /e/{id}/approve", s.decide(true))
 	mux.HandleFunc("POST /e/{id}/reject", s.decide(false))
 	mux.HandleFunc("POST /e/{id}/send", s.send)
+	for _, rt := range s.routes {
+		mux.Handle(rt.pattern, rt.h)
+	}
 	s.api(mux)
 	// The forms that fork and decide approvals change the log: refuse
 	// their requests from other sites' pages, after the Host, the token and
@@ -59,6 +62,28 @@ type server struct {
 	differs map[string]driver.Differ // by DriverID, for the diff page
 	token   string                   // WithToken: demanded of every route but /login
 	hosts   map[string]bool          // WithHosts: nil answers every Host
+	routes  []route                  // WithRoute
+}
+
+// route is a program's own route (WithRoute).
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+// WithRoute mounts h at pattern (an http.ServeMux pattern, say
+// "POST /api/e/{id}/run") beside the pages, behind the same guards as
+// theirs: the body's cap, the Host check (WithHosts), the token
+// (WithToken) and, for a method that writes, the refusal of requests from
+// another site. forkline serve mounts its run route so. A pattern that
+// conflicts with a route of the handler panics in Handler, as
+// http.ServeMux.Handle does; a nil h is ignored.
+func WithRoute(pattern string, h http.Handler) Option {
+	return func(s *server) {
+		if h != nil {
+			s.routes = append(s.routes, route{pattern, h})
+		}
+	}
 }
 
 // badRequest answers 400 with msg.

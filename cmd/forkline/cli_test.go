@@ -653,7 +653,7 @@ func TestServe(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
-		code <- runContext(ctx, []string{"--dir", f.dir, "serve", "--addr", addr, "--token", "t0ps3cret"}, &out, &errb)
+		code <- runContext(ctx, []string{"--dir", f.dir, "serve", "--addr", addr, "--token", "t0ps3cret", "--workers", "0"}, &out, &errb)
 	}()
 	var body string
 	for i := 0; ; i++ {

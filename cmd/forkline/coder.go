@@ -57,14 +57,39 @@ func (m *model) describe() string {
 // modelFromEnv is the real model when LLM_MODEL is set, otherwise the
 // scripted one served on a fresh loopback port.
 func modelFromEnv() (*model, error) {
-	if name := os.Getenv("LLM_MODEL"); name != "" {
-		base := os.Getenv("OPENAI_BASE_URL")
-		if base == "" {
-			base = defaultBaseURL
-		}
-		return &model{Model: coder.Model{Name: name, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY"), Stream: true}}, nil
+	return serveModel(chooseModel(nil))
+}
+
+// chooseModel is the model a coder lineage runs on whose first recorded
+// LLM call is first (nil: none yet), without serving the scripted one
+// (its BaseURL is then ""): with no call yet, the real model when
+// LLM_MODEL is set (at OPENAI_BASE_URL, streamed), otherwise the scripted
+// one, streamed; with one, the recorded model asked the way it recorded
+// (see modelFor).
+func chooseModel(first *eventlog.StepStarted) (m coder.Model, scripted bool) {
+	base := os.Getenv("OPENAI_BASE_URL")
+	if base == "" {
+		base = defaultBaseURL
 	}
-	return scripted(true)
+	if first == nil {
+		if name := os.Getenv("LLM_MODEL"); name != "" {
+			return coder.Model{Name: name, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY"), Stream: true}, false
+		}
+		return coder.Model{Name: coder.ScriptedName, APIKey: "scripted", Stream: true}, true
+	}
+	if first.Target != coder.ScriptedName {
+		return coder.Model{Name: first.Target, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY"), Stream: recordedStream(first)}, false
+	}
+	return coder.Model{Name: coder.ScriptedName, APIKey: "scripted", Stream: recordedStream(first)}, true
+}
+
+// serveModel is m as a model of one command: the scripted one served on a
+// fresh loopback port.
+func serveModel(m coder.Model, isScripted bool) (*model, error) {
+	if isScripted {
+		return scripted(m.Stream)
+	}
+	return &model{Model: m}, nil
 }
 
 // scripted serves the built-in scripted model on a fresh loopback port,
@@ -72,13 +97,19 @@ func modelFromEnv() (*model, error) {
 // (scriptChunkDelay between streamed chunks) so that a person sees them
 // arrive.
 func scripted(stream bool) (*model, error) {
-	script := coder.Script()
-	script.ChunkDelay = scriptChunkDelay
-	base, stop, err := scriptedmodel.Serve(script)
+	base, stop, err := serveScript()
 	if err != nil {
 		return nil, err
 	}
 	return &model{Model: coder.Model{Name: coder.ScriptedName, BaseURL: base, APIKey: "scripted", Stream: stream}, scripted: true, stop: stop}, nil
+}
+
+// serveScript serves the coder's script (coder.Script, paced) on a fresh
+// loopback port and returns its base URL and what stops it.
+func serveScript() (string, func() error, error) {
+	script := coder.Script()
+	script.ChunkDelay = scriptChunkDelay
+	return scriptedmodel.Serve(script)
 }
 
 // scriptChunkDelay paces the scripted model's streamed chunks.
@@ -103,24 +134,18 @@ func recordedStream(s *eventlog.StepStarted) bool {
 // at the endpoint of the environment. A lineage with no LLM call yet takes
 // the model from the environment.
 func modelFor(l *lineage) (*model, error) {
-	var first *eventlog.StepStarted
-	for _, ev := range l.events {
+	return serveModel(chooseModel(firstLLMCall(l.events)))
+}
+
+// firstLLMCall is the step.started of the first LLM call among evs, nil
+// for none.
+func firstLLMCall(evs []eventlog.Event) *eventlog.StepStarted {
+	for _, ev := range evs {
 		if s, ok := ev.Data.(*eventlog.StepStarted); ok && s.StepKind == eventlog.StepLLM {
-			first = s
-			break
+			return s
 		}
 	}
-	if first == nil {
-		return modelFromEnv()
-	}
-	if first.Target != coder.ScriptedName {
-		base := os.Getenv("OPENAI_BASE_URL")
-		if base == "" {
-			base = defaultBaseURL
-		}
-		return &model{Model: coder.Model{Name: first.Target, BaseURL: base, APIKey: os.Getenv("OPENAI_API_KEY"), Stream: recordedStream(first)}}, nil
-	}
-	return scripted(recordedStream(first))
+	return nil
 }
 
 // ownerOptions names the kernel of a command that runs executions: on a

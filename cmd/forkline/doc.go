@@ -88,6 +88,7 @@
 //	                            (sdk.VerifyPrefix; damage exits 1, nothing
 //	                            written) unless --no-verify
 //	run <id>                    run an execution of the coder agent, such as a fork
+//	                            (through forkline serve while it holds DIR)
 //	timeline <id> --html FILE   a self-contained HTML page with an SVG picture
 //	approvals [--agent A]       the calls that await an approval (DESIGN §12):
 //	                            execution, step, target and its args as
@@ -166,6 +167,44 @@
 //
 // A scan of a lineage shows a progress line on stderr every 10,000 events
 // when stderr is a terminal, or always with --progress.
+//
+// # Serve
+//
+// serve [--addr HOST:PORT] [--allow-host NAME]… [--token T | --insecure]
+// [--workers N] serves the web page of the log (package webui) until SIGINT
+// or SIGTERM, and runs what the log holds: beside the page, a kernel Serve
+// (sdk.Kernel.Serve, sdk.Concurrency(N); --workers defaults to 1, 0 runs
+// no worker, a negative or non-numeric N is bad input and nothing starts)
+// runs the coder agent's executions — pending ones such as a fork made on
+// the page, one an approval made on the page lets go on, ones a crash
+// interrupted — on Pebble and on Postgres alike. Each runs on the model its
+// lineage recorded (as run picks it; the scripted model is served once by
+// the serving process), one with no model call yet on LLM_MODEL of serve's
+// environment, else the scripted one; on a data folder under the folder's
+// owner (sdk.WithLocalOwner, as run and demo), on Postgres under one of
+// its own. Its third line says how many workers run which agents. Other
+// agents' executions wait for the program that registers them.
+//
+// While serve holds a Pebble folder, run of another process goes through
+// it: POST /api/e/{id}/run on its API (serveapi.RunPath; the token and the
+// page's other guards apply, and a browser's cross-site request is
+// refused) runs one dispatch in the serving process (sdk.Kernel.Run, so
+// an execution one of its workers holds is busy, exit 1), and run prints
+// what a local run prints, reading the lineage before and after through
+// the API, with the same exit status. What differs: the model is chosen
+// from serve's environment (LLM_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY),
+// not run's; the dispatch's owner is serve's (on a data folder the same
+// name a local run records); interrupting run ends its request, which cuts
+// the dispatch in serve as an interrupt cuts a local one, but run then
+// says "context canceled" without a last status line; a serve that stops
+// mid-run cuts it too, and run fails (exit 1). On Postgres run never goes
+// through serve: it opens the database itself.
+//
+// SIGTERM stops serve as an interrupt does (for every command: the signal
+// cancels the command's context): the page shuts down, the workers'
+// dispatches are cut by their context and record no outcome (DESIGN
+// §15½.1: a call in flight is recorded cancelled, the execution stays
+// resumable), serve.json is removed, and the exit status is 0.
 //
 // # The model
 //

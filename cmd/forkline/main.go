@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -88,7 +89,8 @@ Commands:
                             with arguments of one tool call changed
                             (key=string, key:=JSON), --require-covered refuses
                             an uncovered point
-  run <id>                  run an execution of the demo's coder agent (a fork)
+  run <id>                  run an execution of the demo's coder agent (a fork);
+                            while forkline serve holds DIR, it runs there
   timeline <id> --html FILE write the lineage as a self-contained HTML page
   diff <a> <b> [--html F]   compare two executions: the shared prefix, the
                             steps aligned by StepID (changed, only in one),
@@ -118,7 +120,11 @@ Commands:
                             demands none). It answers only requests for
                             localhost, loopback addresses and the listening
                             address (--allow-host NAME adds one); an address
-                            that is not loopback needs --token or --insecure
+                            that is not loopback needs --token or --insecure.
+                            It runs the coder agent's executions (--workers N
+                            at once, default 1; 0: none): a fork or approval
+                            made on the page runs in it, and forkline run on
+                            DIR goes through it. SIGINT or SIGTERM stops it
 
 Flags (before or after the command):
   --dir DIR    data folder (default ./forkline-data): the event log lives in
@@ -146,10 +152,11 @@ fork only creates the fork: running it needs the agent's code, which the
 command has only for the demo's coder agent (forkline run <id>). Other agents'
 forks are run by the program that registers them (sdk.Kernel.Run).
 
-Model (demo, run): with LLM_MODEL set, the coder agent calls that model at
-OPENAI_BASE_URL (default https://api.openai.com/v1) with OPENAI_API_KEY;
-otherwise a built-in deterministic scripted model, served over HTTP on
-loopback with the same wire format.
+Model (demo, run, serve): with LLM_MODEL set, the coder agent calls that
+model at OPENAI_BASE_URL (default https://api.openai.com/v1) with
+OPENAI_API_KEY; otherwise a built-in deterministic scripted model, served over
+HTTP on loopback with the same wire format. A lineage that recorded a model
+call goes on with the model it recorded.
 
 Exit status: 0 success; 1 failure; 2 bad input (usage, unknown id, ambiguous
 prefix, seq out of range, a folder that is not a forkline log, a log in use by
@@ -206,7 +213,7 @@ type command struct {
 func commands() []*command {
 	var demoTask string
 	var htmlFile, diffHTML string
-	sv := serveFlags{addr: defaultAddr}
+	sv := serveFlags{addr: defaultAddr, workers: defaultWorkers}
 	var lsStatus, lsAgent, lsKey, lsVersion, cancelReason, checkAgent string
 	var lsBudget bool
 	var approvalsAgent, approveNote, rejectNote, approveBy, rejectBy string
@@ -365,7 +372,8 @@ func commands() []*command {
 				fs.BoolVar(&pt.atMostOnce, "at-most-once", false, "test: the call is at_most_once (default safe_to_retry)")
 			},
 			run: func(e *env, pos []string) error { return cmdPolicy(e, pos[0], pos[1], pt) }},
-		{name: "serve", args: "[--addr HOST:PORT] [--allow-host NAME]… [--token T | --insecure]", short: "serve the web page of the executions",
+		{name: "serve", args: "[--addr HOST:PORT] [--allow-host NAME]… [--token T | --insecure] [--workers N]",
+			short: "serve the web page of the executions and run the coder agent's (stop: SIGINT or SIGTERM)",
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&sv.addr, "addr", defaultAddr, "the address to listen on")
 				fs.Func("allow-host", "also answer requests whose Host header names `NAME` (repeatable)", func(v string) error {
@@ -374,6 +382,11 @@ func commands() []*command {
 				})
 				fs.StringVar(&sv.token, "token", "", "the secret clients present (default: a random one, printed in the sign-in link)")
 				fs.BoolVar(&sv.insecure, "insecure", false, "demand no token: anyone who reaches the address reads and writes")
+				fs.Func("workers", "run up to `N` executions of the coder agent at once in this process (default 1; 0: none, the page only)", func(v string) error {
+					n, err := parseWorkers(v)
+					sv.workers = n
+					return err
+				})
 			},
 			run: func(e *env, _ []string) error { return cmdServe(e, sv) }},
 	}
@@ -382,7 +395,9 @@ func commands() []*command {
 // run is the whole command: it parses args, runs one subcommand and returns
 // the exit status. Tests call it in-process.
 func run(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (a service manager's stop) is an interrupt too: serve
+	// shuts down cleanly, and a run stops its dispatch resumable.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runContext(ctx, args, stdout, stderr)
 }

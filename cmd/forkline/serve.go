@@ -27,10 +27,33 @@ type serveFlags struct {
 	hosts    []string // --allow-host: more names the Host header may give
 	token    string   // --token: the secret; "" for a random one
 	insecure bool     // --insecure: demand no token
+	workers  int      // --workers N: executions Serve runs at once; 0: none (the page only)
+}
+
+// defaultWorkers is --workers when it is not given.
+const defaultWorkers = 1
+
+// parseWorkers parses --workers: a whole number, 0 or more (the flag
+// package names the flag and the value in the error).
+func parseWorkers(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, errors.New("want a whole number, 0 or more (0: the page only, no worker)")
+	}
+	return n, nil
 }
 
 // cmdServe serves the web page of the data folder's executions (package
-// webui) on sv.addr until the command is interrupted. Every route but
+// webui) on sv.addr until the command is interrupted (SIGINT or SIGTERM),
+// and runs what the log holds: a kernel Serve with sv.workers workers
+// (sdk.Concurrency; none for 0) runs the executions of the coder agent —
+// pending ones, such as a fork made on the page, ones an approval made
+// on the page lets go on, interrupted ones — each on the model its
+// lineage recorded (servedCoder), and the run route (POST
+// /api/e/{id}/run) runs one dispatch for forkline run of another process.
+// On a stop the page shuts down, the workers' dispatches are cut by their
+// context (recording no outcome, DESIGN §15½.1, so the executions stay
+// resumable) and the command exits 0. Every route but
 // /login demands the token (sv.token, or a random one), presented by the
 // read commands as a bearer header and by a browser through the sign-in
 // link printed at start; requests naming a Host other than localhost, a
@@ -58,11 +81,24 @@ func cmdServe(e *env, sv serveFlags) error {
 			return err
 		}
 	}
+	if sv.workers < 0 {
+		return inputErrorf("serve: --workers %d: want 0 or more (0: the page only, no worker)", sv.workers)
+	}
 	return withLog(e, func(s logStore) error {
-		k, err := sdk.New(s)
+		k, err := sdk.New(s, ownerOptions(e)...)
 		if err != nil {
 			return err
 		}
+		blobs, closeBlobs, err := openBlobs(e)
+		if err != nil {
+			return err
+		}
+		defer closeBlobs()
+		coderRun, err := registerServedCoder(e, k, blobs)
+		if err != nil {
+			return err
+		}
+		defer coderRun.close()
 		ln, err := net.Listen("tcp", sv.addr)
 		if err != nil {
 			return inputErrorf("serve: listen on %q: %v", clip(sv.addr, 64), err)
@@ -74,7 +110,8 @@ func cmdServe(e *env, sv serveFlags) error {
 				return inputErrorf("serve: %s is not a loopback address, so the network could reach the page: give --token T (a secret every client must present) or --insecure (none), or listen on 127.0.0.1", clip(sv.addr, 64))
 			}
 		}
-		opts := append(serveOptions(e), webui.WithHosts(allowedHosts(sv, ta)...))
+		opts := append(serveOptions(e), webui.WithHosts(allowedHosts(sv, ta)...),
+			webui.WithRoute("POST /api/e/{id}/run", coderRun.runRoute(k)))
 		if !sv.insecure {
 			opts = append(opts, webui.WithToken(token))
 		}
@@ -109,11 +146,40 @@ func cmdServe(e *env, sv serveFlags) error {
 		} else {
 			fmt.Fprintf(e.stdout, "sign in: http://%s/login?token=%s\n", reach, token)
 		}
+		if sv.workers == 0 {
+			fmt.Fprintf(e.stdout, "no worker (--workers 0): executions wait; forkline run ID runs one in this process\n")
+		} else {
+			runs := fmt.Sprintf("%d workers run", sv.workers)
+			if sv.workers == 1 {
+				runs = "1 worker runs"
+			}
+			fmt.Fprintf(e.stdout, "%s agent %s in this process: forks and approvals made here run here\n", runs, coderAgent)
+		}
+		// The workers stop with the command, or when the page fails.
+		wctx, stopWorkers := context.WithCancel(e.ctx)
+		defer stopWorkers()
+		workers := make(chan error, 1)
+		if sv.workers > 0 {
+			go func() { workers <- k.Serve(wctx, sdk.Concurrency(sv.workers)) }()
+		}
 		done := make(chan error, 1)
 		go func() { done <- srv.Serve(ln) }()
+		var failed error
 		select {
 		case err := <-done:
+			stopWorkers()
+			if sv.workers > 0 {
+				<-workers
+			}
 			return fmt.Errorf("serve: %w", err)
+		case err := <-workers:
+			// Serve ends by itself only on what no retry mends (a closed or
+			// corrupt log): the page stops too. It returns nil only once
+			// the command is stopping.
+			if err != nil {
+				failed = fmt.Errorf("serve: the workers stopped: %w", err)
+			}
+			workers <- nil // for the wait below
 		case <-e.ctx.Done():
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -121,7 +187,17 @@ func cmdServe(e *env, sv serveFlags) error {
 		if err := srv.Shutdown(sctx); err != nil {
 			_ = srv.Close()
 		}
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		err = <-done
+		stopWorkers()
+		if sv.workers > 0 && failed == nil {
+			if werr := <-workers; werr != nil {
+				failed = fmt.Errorf("serve: the workers: %w", werr)
+			}
+		}
+		if failed != nil {
+			return failed
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)
 		}
 		return nil

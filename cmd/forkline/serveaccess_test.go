@@ -70,7 +70,7 @@ func TestServeNetworkNeedsAWord(t *testing.T) {
 	}
 	want, _, _ := runCLI(t, "--dir", f.dir, "ls")
 
-	s := startServe(t, f.dir, "--addr", "0.0.0.0:0", "--token", "n3tw0rk", "--allow-host", "forkline.example")
+	s := startServe(t, f.dir, "--addr", "0.0.0.0:0", "--token", "n3tw0rk", "--allow-host", "forkline.example", "--workers", "0")
 	if !strings.HasPrefix(s.url, "http://127.0.0.1:") || s.token != "n3tw0rk" {
 		t.Fatalf("serve on 0.0.0.0 announced %q, sign-in %q", s.url, s.login)
 	}
@@ -102,7 +102,7 @@ func TestServeNetworkNeedsAWord(t *testing.T) {
 func TestServeInsecure(t *testing.T) {
 	f := newFixture(t)
 	want, _, _ := runCLI(t, "--dir", f.dir, "ls")
-	s := startServe(t, f.dir, "--insecure")
+	s := startServe(t, f.dir, "--insecure", "--workers", "0")
 	if s.login != "" {
 		t.Fatalf("--insecure printed a sign-in link %q", s.login)
 	}

@@ -22,6 +22,8 @@ type served struct {
 	url   string // http://127.0.0.1:PORT/
 	login string // the sign-in link it printed: URL + "login?token=…"
 	token string
+	// workers is the line that says what its workers run (the third).
+	workers string
 }
 
 // startServe starts `forkline --dir dir serve` in another process and
@@ -57,6 +59,9 @@ func startServe(t *testing.T, dir string, flags ...string) *served {
 	if link, ok := strings.CutPrefix(strings.TrimSpace(line), "sign in: "); ok && err == nil {
 		s.login = link
 		_, s.token, _ = strings.Cut(link, "?token=")
+	}
+	if s.workers, err = br.ReadString('\n'); err != nil {
+		t.Fatalf("serve said no third line (%v), stderr %q", err, errb.String())
 	}
 	go func() { _, _ = io.Copy(io.Discard, br) }()
 	return s
@@ -143,7 +148,8 @@ func TestReadThroughServe(t *testing.T) {
 		}
 	}
 
-	s := startServe(t, f.dir)
+	// No worker: the fixture's pending forks stay as they are.
+	s := startServe(t, f.dir, "--workers", "0")
 	a, ok, err := serveapi.ReadAdvert(f.dir)
 	if err != nil || !ok || a.URL != s.url || a.PID != s.cmd.Process.Pid {
 		t.Fatalf("advert %+v, %v, %v; serve says %s (pid %d)", a, ok, err, s.url, s.cmd.Process.Pid)
@@ -197,7 +203,7 @@ func TestReadThroughServe(t *testing.T) {
 func TestServeAdvertStale(t *testing.T) {
 	f := newFixture(t)
 	want, _, _ := runCLI(t, "--dir", f.dir, "ls")
-	s := startServe(t, f.dir)
+	s := startServe(t, f.dir, "--workers", "0")
 	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

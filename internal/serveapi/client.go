@@ -84,13 +84,33 @@ func (e *remoteError) Unwrap() error { return e.sentinel }
 
 // get asks for path with query q and decodes the JSON answer into v.
 func (l *Log) get(ctx context.Context, path string, q neturl.Values, v any) error {
+	return l.do(ctx, http.MethodGet, path, q, v)
+}
+
+// Run asks the serving process to run one dispatch of execution id
+// (RunPath) and waits for its answer: the dispatch's own error is in the
+// RunResult (RunResult.Err); err is a failure to ask, or the server's
+// refusal (an unknown execution, one of an agent it does not run, a
+// server that runs none: eventlog.ErrNotFound for the route). Ending ctx
+// ends the request, which cuts the dispatch in the server as ending the
+// context of sdk.Kernel.Run does. It is not a write through this Log: the
+// serving process runs the execution with its own kernel.
+func (l *Log) Run(ctx context.Context, id eventlog.ID) (RunResult, error) {
+	var r RunResult
+	err := l.do(ctx, http.MethodPost, RunPath(id), nil, &r)
+	return r, err
+}
+
+// do sends a request of method for path with query q and decodes the JSON
+// answer into v.
+func (l *Log) do(ctx context.Context, method, path string, q neturl.Values, v any) error {
 	select {
 	case <-l.closed:
 		return fmt.Errorf("serveapi: %w", eventlog.ErrClosed)
 	default:
 	}
 	u := l.base.ResolveReference(&neturl.URL{Path: path, RawQuery: q.Encode()})
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return fmt.Errorf("serveapi: %w", err)
 	}

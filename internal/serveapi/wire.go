@@ -265,3 +265,36 @@ type Queue struct {
 type Queues struct {
 	Queues []Queue `json:"queues"`
 }
+
+// RunPath is the route, under the API's base, by which a serving process
+// that runs executions (forkline serve) runs one dispatch of execution id
+// for another process: POST, answered with a [RunResult].
+func RunPath(id eventlog.ID) string { return "api/e/" + id.String() + "/run" }
+
+// RunResult is the answer of a run (RunPath): the model the serving
+// process ran the execution on, and how the dispatch ended. The answer's
+// head comes before the dispatch runs, so an error found before it (an
+// unknown execution, one of an agent the server does not run) is an
+// [Error] with its status; one of the dispatch itself is in Error and
+// Code.
+type RunResult struct {
+	Model    string `json:"model"`    // the model's name
+	BaseURL  string `json:"base_url"` // its endpoint ("" for the scripted one)
+	Scripted bool   `json:"scripted"` // the built-in scripted model
+	// Output is the execution's output (JSON) when the dispatch ended in
+	// it, or found it completed.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Error is the dispatch's error, with Code classifying it as [Code]
+	// does; "" when it completed.
+	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
+}
+
+// Err is the dispatch's error as an error that errors.Is matches against
+// the sentinel Code names (eventlog.ErrNotFound, …), or nil.
+func (r RunResult) Err() error {
+	if r.Error == "" {
+		return nil
+	}
+	return &remoteError{msg: r.Error, sentinel: sentinel(r.Code)}
+}
