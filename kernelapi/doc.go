@@ -60,6 +60,8 @@
 // checkpoint; it writes nothing. Its JSON is fork.Comparison's, with step
 // kinds in the wire's names.
 //
+// A delta's data is capped at 7,000 bytes, as Rebuno caps it: a longer
+// one is 400 invalid_request and nothing is published; the agent slices.
 // The stream is a live tail, never stored: one frame
 // "data: {step_id, seq, data}" per delta an agent posted to a step's
 // stream route (or a Go handler's streaming model call read), from when

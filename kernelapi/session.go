@@ -542,8 +542,10 @@ type deltaBody struct {
 	Data *string `json:"data"`
 }
 
-// maxDelta bounds one delta's data.
-const maxDelta = 64 << 10
+// maxDelta bounds one delta's data, as Rebuno's stream route does: a
+// longer one is 400 and nothing is cut for the agent, which slices its
+// batches (Rebuno's SDKs send 1,750 characters at most).
+const maxDelta = 7000
 
 func (s *Server) streamDelta(w http.ResponseWriter, r *http.Request, req *request) error {
 	var b deltaBody
@@ -554,7 +556,7 @@ func (s *Server) streamDelta(w http.ResponseWriter, r *http.Request, req *reques
 		return errorf(http.StatusBadRequest, "invalid_request", "seq (a number ≥ 0) and data (a string) are required")
 	}
 	if len(*b.Data) > maxDelta {
-		return errorf(http.StatusRequestEntityTooLarge, "payload_too_large", "a delta's data is capped at %d bytes", maxDelta)
+		return errorf(http.StatusBadRequest, "invalid_request", "data is %d bytes; a delta's data is capped at %d bytes: slice it into several deltas", len(*b.Data), maxDelta)
 	}
 	ss, _, err := s.liveFor(r, req)
 	if err != nil {

@@ -44,6 +44,11 @@ func TestStreamRoute(t *testing.T) {
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
+		// A delta over 7,000 bytes is refused whole, as Rebuno refuses it.
+		if ans, err := a.post("/steps/"+d.StepID+"/stream", map[string]any{"seq": 1, "data": strings.Repeat("x", 7001)}); err != nil || ans.code != 400 || !strings.Contains(string(ans.body), "invalid_request") {
+			t.Errorf("a 7,001-byte delta: %v %d %s, want 400 invalid_request", err, ans.code, ans.body)
+			return
+		}
 		for i, piece := range []string{"Hel", "lo", " world"} {
 			if ans, err := a.post("/steps/"+d.StepID+"/stream", map[string]any{"seq": i + 1, "data": piece}); err != nil || ans.code != 204 {
 				t.Errorf("delta: %v %d %s", err, ans.code, ans.body)
