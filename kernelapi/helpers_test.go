@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/forkline/forkline/eventlog"
+	"github.com/forkline/forkline/eventlog/pgstore"
+	"github.com/forkline/forkline/internal/pgtest"
 	"github.com/forkline/forkline/kernelapi"
 	"github.com/forkline/forkline/sdk"
 )
@@ -37,6 +39,28 @@ func newRig(t testing.TB, opts kernelapi.Options, kopts ...sdk.Option) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { k.Close() })
+	return serveRig(t, k, opts)
+}
+
+// newPGRig is newRig on a Postgres log of its own (a fresh schema of the
+// test server, dropped at cleanup).
+func newPGRig(t testing.TB, opts kernelapi.Options, kopts ...sdk.Option) *rig {
+	t.Helper()
+	store, err := pgstore.Open(context.Background(), pgtest.SchemaURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	k, err := sdk.New(store, kopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveRig(t, k, opts)
+}
+
+// serveRig serves k over real HTTP with opts, Serve running until cleanup.
+func serveRig(t testing.TB, k *sdk.Kernel, opts kernelapi.Options) *rig {
+	t.Helper()
 	if opts.Token == "" && !opts.Dev {
 		opts.Token = testToken
 	}

@@ -94,9 +94,14 @@ func (c *counterAgent) run(a *agentClient) {
 // binding, a baseline and a capture after each step (appended with the
 // step's outcome). A fork at the second step's capture tells the agent to
 // restore from that step's ref, replays the two steps and runs the third
-// live, so the fork ends with the same counter as the parent.
+// live, so the fork ends with the same counter as the parent. The same on
+// the embedded log and on Postgres.
 func TestRemoteResource(t *testing.T) {
-	r := newRig(t, kernelapi.Options{})
+	t.Run("embedded", func(t *testing.T) { testRemoteResource(t, newRig(t, kernelapi.Options{})) })
+	t.Run("postgres", func(t *testing.T) { testRemoteResource(t, newPGRig(t, kernelapi.Options{})) })
+}
+
+func testRemoteResource(t *testing.T, r *rig) {
 	c := &counterAgent{t: t, snaps: map[string]int{}}
 	hook := webhookServer(t, r.url, "counter", c.run)
 	r.register("counter", hook.URL)
@@ -169,9 +174,15 @@ func TestRemoteResource(t *testing.T) {
 // TestRemoteResourceReopen: a due checkpoint whose ref the agent did not
 // send is recorded as resource.capture_failed; after the agent stalls and
 // its attempt is replaced, the next attempt's bind answers "open" (the
-// resource this execution bound) and appends no second binding.
+// resource this execution bound) and appends no second binding. The same
+// on the embedded log and on Postgres.
 func TestRemoteResourceReopen(t *testing.T) {
-	r := newRig(t, kernelapi.Options{StallAfter: 300 * time.Millisecond})
+	opts := kernelapi.Options{StallAfter: 300 * time.Millisecond}
+	t.Run("embedded", func(t *testing.T) { testRemoteResourceReopen(t, newRig(t, opts)) })
+	t.Run("postgres", func(t *testing.T) { testRemoteResourceReopen(t, newPGRig(t, opts)) })
+}
+
+func testRemoteResourceReopen(t *testing.T, r *rig) {
 	var mu sync.Mutex
 	var binds []map[string]any
 	hook := webhookServer(t, r.url, "keeper", func(a *agentClient) {
