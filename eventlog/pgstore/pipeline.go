@@ -146,8 +146,13 @@ func (s *Store) appendFast(ctx context.Context, id eventlog.ID, expectedHead uin
 		if err != nil {
 			return nil, false, err
 		}
-	} else if err := s.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		return nil, false, err
+	} else {
+		m := &groupMember{ctx: ctx, id: id[:], sql: sql, args: args}
+		s.commitGrouped(m)
+		if m.err != nil {
+			return nil, false, m.err
+		}
+		n = m.n
 	}
 	if n == 0 {
 		return nil, false, nil
