@@ -399,7 +399,7 @@ func TestGroupCommitTransactionFails(t *testing.T) {
 // flush each, and none waits for another append.
 func TestGroupCommitLoneAppend(t *testing.T) {
 	s := openStore(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a lone append that waited would fail here
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a lone append that waited would fail here
 	defer cancel()
 	id := create(t, s, "a")
 	for k := range 3 {
