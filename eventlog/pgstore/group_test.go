@@ -12,6 +12,7 @@ import (
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pgstore"
+	"github.com/forkline/forkline/internal/pgtest"
 )
 
 // flushes records the size of every flush of a store, and holds the first
@@ -412,5 +413,56 @@ func TestGroupCommitLoneAppend(t *testing.T) {
 	}
 	if got := kinds(t, s, id); len(got) != 4 {
 		t.Fatalf("events %v", got)
+	}
+}
+
+// Each append of a group NOTIFYs its own execution at the group's commit
+// (with NotifyEveryAppend, so that every append notifies).
+func TestGroupCommitNotifies(t *testing.T) {
+	url, schema := pgtest.Schema(t)
+	open := func(opts ...pgstore.Option) *pgstore.Store {
+		s, err := pgstore.Open(t.Context(), url, append([]pgstore.Option{pgstore.WithSchema(schema)}, opts...)...)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	s, listener := open(pgstore.NotifyEveryAppend()), open()
+	ctx := t.Context()
+	ch := listening(t, ctx, listener)
+	const n = 4
+	ids := make([]eventlog.ID, n)
+	for i := range ids {
+		ids[i] = create(t, s, "a")
+	}
+	f := watchFlushes(s)
+	res := make([]error, n)
+	app := func(i int) func() {
+		return func() {
+			_, res[i] = s.Append(ctx, ids[i], 1, eventlog.Event{Time: t0, Data: &eventlog.DispatchStarted{Dispatch: 1}})
+		}
+	}
+	grouped(t, s, f, app(0), app(1), app(2), app(3))
+	if sizes := f.got(); !slices.Equal(sizes, []int{1, 3}) {
+		t.Fatalf("flush sizes %v, want [1 3]", sizes)
+	}
+	for i, err := range res {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	heard := map[eventlog.ID]bool{}
+	deadline := time.After(5 * time.Second)
+	for len(heard) < n {
+		select {
+		case id := <-ch:
+			if !slices.Contains(ids, id) {
+				t.Fatalf("change of %s, not one of the appended executions", id)
+			}
+			heard[id] = true
+		case <-deadline:
+			t.Fatalf("heard changes of %d of the %d executions", len(heard), n)
+		}
 	}
 }
