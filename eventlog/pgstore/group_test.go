@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -463,6 +464,51 @@ func TestGroupCommitNotifies(t *testing.T) {
 			heard[id] = true
 		case <-deadline:
 			t.Fatalf("heard changes of %d of the %d executions", len(heard), n)
+		}
+	}
+}
+
+// A statement of a group that fails with an error (here a trigger refuses
+// one execution's event) rolls the group back; each append is then flushed
+// alone, so only that one fails and the others are written.
+func TestGroupCommitStatementError(t *testing.T) {
+	ss, sc := openShared(t, 1, "")
+	s := ss[0]
+	ctx := t.Context()
+	const n = 4
+	ids := make([]eventlog.ID, n)
+	for i := range ids {
+		ids[i] = create(t, s, "a")
+	}
+	exec(t, `CREATE FUNCTION `+sc+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.execution = '\x`+fmt.Sprintf("%x", ids[2][:])+`'::bytea THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$`)
+	exec(t, `CREATE TRIGGER refuse BEFORE INSERT ON `+sc+`.events FOR EACH ROW EXECUTE FUNCTION `+sc+`.refuse()`)
+	f := watchFlushes(s)
+	res := make([]error, n)
+	app := func(i int) func() {
+		return func() {
+			_, res[i] = s.Append(ctx, ids[i], 1, eventlog.Event{Time: t0, Data: &eventlog.DispatchStarted{Dispatch: 1}})
+		}
+	}
+	grouped(t, s, f, app(0), app(1), app(2), app(3))
+	if sizes := f.got(); !slices.Equal(sizes, []int{1, 3, 1, 1, 1}) {
+		t.Fatalf("flush sizes %v, want [1 3 1 1 1]: the group, then each alone", sizes)
+	}
+	for i, err := range res {
+		if (i == 2) != (err != nil) {
+			t.Fatalf("appends %v: want only append 2 refused", res)
+		}
+	}
+	if !strings.Contains(res[2].Error(), "refused by the test") {
+		t.Fatalf("the refused append: %v", res[2])
+	}
+	for i, id := range ids {
+		want := []string{"1:execution.created", "2:dispatch.started"}
+		if i == 2 {
+			want = want[:1]
+		}
+		if got := kinds(t, s, id); !slices.Equal(got, want) {
+			t.Fatalf("execution %d: events %v, want %v", i, got, want)
 		}
 	}
 }
