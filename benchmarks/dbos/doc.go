@@ -1,6 +1,6 @@
 // Command dbos measures forkline on PostgreSQL against DBOS Transact Go
 // (github.com/dbos-inc/dbos-transact-golang, v1.9.0) on the same server,
-// side by side in one process: rows 8d and 8e of benchmarks/RESULTS.md.
+// side by side in one process: rows 8d, 8e and 8f of benchmarks/RESULTS.md.
 //
 // # Why a module of its own
 //
@@ -27,6 +27,12 @@
 //     after the executor that ran the original has shut down, so they are
 //     enqueued and never run, as forkline's are never run. Target: forkline
 //     ≥ 10× DBOS.
+//   - 8f, the workflow of 8d, 16 at a time: one op starts 16 workflows,
+//     each from its own goroutine, and ends when all have their results —
+//     forkline's Start + Run on one kernel (whose store groups the
+//     concurrent workflows' synced appends into one commit per flush,
+//     DESIGN §21) against DBOS's RunWorkflow + GetResult on one executor.
+//     Figure: steps per second. Target: forkline ≥ 3× DBOS.
 //
 // Both systems work in schemas of their own, made for the run and dropped
 // after it, on the server of -postgres. The measurement is the harness's
@@ -40,5 +46,7 @@
 //	cd benchmarks/dbos
 //	go run . -postgres postgres://postgres@127.0.0.1:5432/test            # full sizes, prints the rows
 //	go run . -short                                                       # 10-step workflows, forks at 100 of 1,000
+//	go run . -rows 8f                                                     # only row 8f (-rows takes 8d,8e,8f)
+//	go run . -rows 8f -groupcommit=false                                  # forkline's store without group commit
 //	go run . -cpuprofile dbos.prof && go tool pprof -top -tagfocus 'contestant=forkline 50-step workflow' dbos.prof
 package main

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -49,7 +50,14 @@ type config struct {
 	duration time.Duration
 	rounds   int
 	progress io.Writer
+	rows     []string // the rows to run (8d, 8e, 8f); all when empty
+	// noGroup opens forkline's store with WithGroupCommit(false), to see
+	// what group commit brings.
+	noGroup bool
 }
+
+// concurrent is how many workflows at a time 8f runs.
+const concurrent = 16
 
 // sizes are the workloads of one run.
 type sizes struct {
@@ -76,11 +84,23 @@ func run(args []string, out, progress io.Writer) error {
 	fs.IntVar(&cfg.rounds, "rounds", 0, "interleaved rounds, medians reported (default 5; short 1)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (labels: contestant=<name>)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress lines")
+	var rowList string
+	fs.StringVar(&rowList, "rows", "", "comma-separated rows to run (8d,8e,8f; default all)")
+	groupCommit := fs.Bool("groupcommit", true, "forkline's store groups concurrent appends' commits (pgstore.WithGroupCommit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.noGroup = !*groupCommit
+	if rowList != "" {
+		cfg.rows = strings.Split(rowList, ",")
+		for _, r := range cfg.rows {
+			if r != "8d" && r != "8e" && r != "8f" {
+				return fmt.Errorf("-rows: unknown row %q (want 8d, 8e or 8f)", r)
+			}
+		}
 	}
 	if cfg.duration <= 0 {
 		cfg.duration = 2 * time.Second
@@ -164,25 +184,42 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.cfg.progress, format+"\n", args...)
 }
 
-// measureAll runs 8d and 8e and returns their rows.
+// measureAll runs 8d, 8e and 8f (those of cfg.rows) and returns their
+// rows.
 func measureAll(ctx context.Context, cfg config) ([]row, error) {
 	b, err := openBench(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
-	b.logf("== 8d. workflow of %d steps on Postgres: forkline vs DBOS Transact %s", b.sizes.steps, dbosVersion)
-	d, err := b.workflows(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("8d: %w", err)
+	want := func(id string) bool { return len(cfg.rows) == 0 || slices.Contains(cfg.rows, id) }
+	var out []row
+	if want("8d") {
+		b.logf("== 8d. workflow of %d steps on Postgres: forkline vs DBOS Transact %s", b.sizes.steps, dbosVersion)
+		d, err := b.workflows(ctx, 1)
+		if err != nil {
+			return nil, fmt.Errorf("8d: %w", err)
+		}
+		out = append(out, d)
 	}
-	b.logf("== 8e. fork at step %s of a %s-step workflow: forkline vs DBOS ForkWorkflow",
-		humanize.Comma(int64(b.sizes.forkAt)), humanize.Comma(int64(b.sizes.history)))
-	e, err := b.forks(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("8e: %w", err)
+	if want("8e") {
+		b.logf("== 8e. fork at step %s of a %s-step workflow: forkline vs DBOS ForkWorkflow",
+			humanize.Comma(int64(b.sizes.forkAt)), humanize.Comma(int64(b.sizes.history)))
+		e, err := b.forks(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("8e: %w", err)
+		}
+		out = append(out, e)
 	}
-	return []row{d, e}, nil
+	if want("8f") {
+		b.logf("== 8f. workflow of %d steps on Postgres, %d at a time: forkline vs DBOS Transact %s", b.sizes.steps, concurrent, dbosVersion)
+		f, err := b.workflows(ctx, concurrent)
+		if err != nil {
+			return nil, fmt.Errorf("8f: %w", err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // addOne is the step both systems run: its argument plus one.
@@ -195,6 +232,9 @@ const agent = "steps"
 // openKernel opens a kernel with the agent on pgstore in the forkline
 // schema.
 func (b *bench) openKernel(ctx context.Context, opts ...pgstore.Option) (*pgstore.Store, *sdk.Kernel, error) {
+	if b.cfg.noGroup {
+		opts = append(opts, pgstore.WithGroupCommit(false))
+	}
 	st, err := pgstore.Open(ctx, b.url, append([]pgstore.Option{pgstore.WithSchema(b.forkline)}, opts...)...)
 	if err != nil {
 		return nil, nil, err
@@ -295,8 +335,30 @@ func runDBOS(dctx dbos.Context, n int) (string, error) {
 	return h.GetWorkflowID(), nil
 }
 
-// workflows measures 8d.
-func (b *bench) workflows(ctx context.Context) (row, error) {
+// atOnce returns f run by c goroutines at once, its units summed; the
+// first error is returned.
+func atOnce(c int, f func() (float64, error)) func() (float64, error) {
+	if c == 1 {
+		return f
+	}
+	return func() (float64, error) {
+		units := make([]float64, c)
+		errs := make([]error, c)
+		var wg sync.WaitGroup
+		for i := range c {
+			wg.Go(func() { units[i], errs[i] = f() })
+		}
+		wg.Wait()
+		var sum float64
+		for _, u := range units {
+			sum += u
+		}
+		return sum, errors.Join(errs...)
+	}
+}
+
+// workflows measures 8d (c = 1) and 8f (c workflows at a time).
+func (b *bench) workflows(ctx context.Context, c int) (row, error) {
 	st, k, err := b.openKernel(ctx)
 	if err != nil {
 		return row{}, err
@@ -308,17 +370,31 @@ func (b *bench) workflows(ctx context.Context) (row, error) {
 	}
 	defer dbos.Shutdown(dctx, 10*time.Second)
 	n := b.sizes.steps
-	fl := contestant{fmt.Sprintf("forkline %d-step workflow", n), timed(func() (float64, error) {
+	fl := contestant{fmt.Sprintf("forkline %d-step workflow ×%d", n, c), timed(atOnce(c, func() (float64, error) {
 		_, err := runKernel(ctx, k, n)
 		return float64(n), err
-	})}
-	db := contestant{fmt.Sprintf("DBOS %d-step workflow", n), timed(func() (float64, error) {
+	}))}
+	db := contestant{fmt.Sprintf("DBOS %d-step workflow ×%d", n, c), timed(atOnce(c, func() (float64, error) {
 		_, err := runDBOS(dctx, n)
 		return float64(n), err
-	})}
+	}))}
 	rates, load, err := b.interleave(ctx, fl, db)
 	if err != nil {
 		return row{}, err
+	}
+	if c > 1 {
+		r := newRow("8f", fmt.Sprintf("workflow of %d durable steps on Postgres, %d at a time, vs DBOS Transact", n, c),
+			figure{"forkline on Postgres", rates[0], "steps/s"},
+			figure{"DBOS Transact Go " + dbosVersion + ", same server", rates[1], "steps/s"},
+			false, "forkline/DBOS", 3, load)
+		group := "with group commit (the synced appends of concurrent workflows share one transaction per flush)"
+		if b.cfg.noGroup {
+			group = "with group commit off (-groupcommit=false)"
+		}
+		r.note = fmt.Sprintf("As 8d, but %d workflows started at once, each by its own goroutine, the op ending when all %d have their results. "+
+			"forkline: %d goroutines each Start + Run on one kernel over pgstore (synced), %s. DBOS: %d goroutines each RunWorkflow + GetResult on one executor. "+
+			"Both on pgxpool's default pool to the same server, in schemas of their own.", c, c, c, group, c)
+		return r, nil
 	}
 	r := newRow("8d", fmt.Sprintf("workflow of %d durable steps on Postgres, 1 at a time, vs DBOS Transact", n),
 		figure{"forkline on Postgres", rates[0], "steps/s"},

@@ -9,16 +9,16 @@ import (
 	"github.com/forkline/forkline/internal/pgtest"
 )
 
-// TestShort runs both scenarios at the short sizes against the test
-// server (skipped without one): rows 8d and 8e are printed, each with its
-// figures, so that the comparison cannot rot.
+// TestShort runs the scenarios at the short sizes against the test
+// server (skipped without one): rows 8d, 8e and 8f are printed, each with
+// its figures, so that the comparison cannot rot.
 func TestShort(t *testing.T) {
 	url := pgtest.URL(t)
 	var out bytes.Buffer
 	if err := run([]string{"-short", "-duration", "50ms", "-postgres", url}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"| 8d |", "| 8e |", "- **8d**", "- **8e**"} {
+	for _, id := range []string{"| 8d |", "| 8e |", "| 8f |", "- **8d**", "- **8e**", "- **8f**"} {
 		if !strings.Contains(out.String(), id) {
 			t.Errorf("output lacks %q:\n%s", id, out.String())
 		}

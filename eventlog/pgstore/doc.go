@@ -64,7 +64,16 @@
 // data-modifying CTEs on its RETURNING (AppendUnsynced pipelines a
 // set_config before it, in the same implicit transaction). A row that does
 // not match writes nothing, and the append runs the locking transaction,
-// which says why. Lease expiry is judged by the database's clock. The
+// which says why. Such synced one-statement appends of different
+// executions that run concurrently in one process share a transaction
+// (group commit, DESIGN §21; WithGroupCommit turns it off): the first
+// flushes at once, alone, and those that arrive meanwhile queue and go
+// together in the next flush, their statements pipelined up to one Sync —
+// one round trip, one commit. A refused statement writes nothing, so the
+// group's others are unaffected; a statement's error rolls the group back
+// and each is flushed again alone; a failed transaction fails them all.
+// AppendUnsynced and Take are not grouped. Lease expiry is judged by the
+// database's clock. The
 // store's connections carry idle_in_transaction_session_timeout
 // (IdleInTransactionTimeout, unless the URL sets it), so that a process
 // paused inside a transaction does not keep its execution's row locked,
@@ -119,6 +128,8 @@
 //   - clock_timestamp(), the database's clock for lease expiry;
 //   - CREATE SCHEMA / TABLE IF NOT EXISTS;
 //   - the session setting idle_in_transaction_session_timeout;
+//   - several statements pipelined up to one Sync as one implicit
+//     transaction, for group commit;
 //   - SET LOCAL synchronous_commit = off, or set_config with is_local in
 //     a pipeline's implicit transaction, in AppendUnsynced (Postgres
 //     only: CockroachDB has no asynchronous commit, and AppendUnsynced

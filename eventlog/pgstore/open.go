@@ -52,6 +52,7 @@ type options struct {
 	noSync      bool
 	notifyEvery bool
 	readOnly    bool
+	noGroup     bool
 }
 
 // ErrNoSchema is returned by Open with ReadOnly when the database holds no
@@ -137,6 +138,8 @@ type Store struct {
 	// notifyEvery makes every append NOTIFY (NotifyEveryAppend).
 	listen      listener
 	notifyEvery bool
+	// group is the group commit of synced appends (group.go).
+	group groupCommit
 }
 
 // cachedIndex is an execution's folds at one head: its index and its
@@ -202,6 +205,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
 	s := &Store{pool: pool, schema: o.schema, q: newQueries(o.schema), notifyEvery: o.notifyEvery}
+	s.group.off = o.noGroup
 	s.index.m = make(map[eventlog.ID]*cachedIndex)
 	check := s.migrate
 	if o.readOnly {

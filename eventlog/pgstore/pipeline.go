@@ -24,6 +24,10 @@ import (
 // AppendUnsynced sends set_config('synchronous_commit', 'off', true) in
 // the same pipeline: the statements of a pipeline up to its Sync are one
 // implicit transaction, so the setting holds for that commit only.
+//
+// Append's statement goes through the group commit (group.go): alone when
+// no flush is running, else with the other appends that queued
+// meanwhile, in one transaction.
 
 // fastSQL returns the statement of a fast append: leased, under the epoch
 // in $15; otherwise admitted only while no lease is live by the database's
@@ -146,8 +150,13 @@ func (s *Store) appendFast(ctx context.Context, id eventlog.ID, expectedHead uin
 		if err != nil {
 			return nil, false, err
 		}
-	} else if err := s.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		return nil, false, err
+	} else {
+		m := &groupMember{ctx: ctx, id: id[:], sql: sql, args: args}
+		s.commitGrouped(m)
+		if m.err != nil {
+			return nil, false, m.err
+		}
+		n = m.n
 	}
 	if n == 0 {
 		return nil, false, nil

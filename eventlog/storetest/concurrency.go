@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -15,11 +16,89 @@ import (
 // others wrap ErrConflict and write nothing; writers that retry on
 // conflict all get their events in, each exactly once, in a dense lineage
 // whose index and status are those of its fold; readers meanwhile see a
-// dense prefix.
+// dense prefix; writers of different executions appending at once (which
+// a store may commit together, DESIGN §21) each get the log, index and
+// status that their appends one at a time give.
 func TestConcurrency(t T, s eventlog.IndexedLog) {
 	t.Helper()
 	testRacingAppends(t, s)
 	testRetryingWriters(t, s)
+	testManyExecutions(t, s)
+}
+
+func testManyExecutions(t T, s eventlog.IndexedLog) {
+	ctx := t.Context()
+	const writers, each = 8, 10
+	ids := make([]eventlog.ID, writers)
+	for w := range ids {
+		ids[w] = createFor(t, s, "many")
+	}
+	step := func(w, i int) []eventlog.Event {
+		id := fmt.Sprintf("m%d-%d", w, i)
+		return []eventlog.Event{
+			{Time: at(w*100 + i), Data: &eventlog.StepStarted{StepID: id, StepKind: "tool", Target: "t",
+				Resources: []string{"m"}, Idempotency: eventlog.SafeToRetry, Attempt: 1}},
+			{Time: at(w*100 + i), Data: &eventlog.StepSucceeded{StepID: id, Result: fmt.Appendf(nil, `%d`, w*100+i)}},
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			bound := eventlog.Event{Time: at(w), Data: &eventlog.ResourceBound{Key: "m", DriverID: "d", Binding: []byte(`{}`), EverySteps: 1}}
+			head, err := s.Append(ctx, ids[w], 1, bound)
+			for i := 0; i < each && err == nil; i++ {
+				var h uint64
+				if h, err = s.Append(ctx, ids[w], head, step(w, i)...); err == nil && h != head+2 {
+					err = fmt.Errorf("head %d after an append at %d, want %d", h, head, head+2)
+				}
+				head = h
+			}
+			if err != nil {
+				t.Errorf("writer %d: %v", w, err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for w, id := range ids {
+		evs, err := collectAll(t, s.Events(ctx, id, 1))
+		if err != nil {
+			t.Fatalf("Events: %v", err)
+		}
+		if len(evs) != 2+2*each {
+			t.Fatalf("execution %d: %d events, want %d", w, len(evs), 2+2*each)
+		}
+		fold := eventlog.NewIndexState(nil)
+		var status eventlog.StatusState
+		for i, ev := range evs {
+			if ev.Seq != uint64(i+1) {
+				t.Fatalf("execution %d: seq %d at position %d", w, ev.Seq, i)
+			}
+			if i >= 2 {
+				want := step(w, (i-2)/2)[i%2]
+				if ev.Kind() != want.Kind() || !ev.Time.Equal(want.Time) || !reflect.DeepEqual(ev.Data, want.Data) {
+					t.Fatalf("execution %d: event %d is %s %+v, want %s %+v", w, ev.Seq, ev.Kind(), ev.Data, want.Kind(), want.Data)
+				}
+			}
+			if _, err := fold.Apply(ev); err != nil {
+				t.Fatalf("execution %d: the fold refuses event %d: %v", w, ev.Seq, err)
+			}
+			status.Apply(ev)
+		}
+		got, err := s.ResourceStates(ctx, id, uint64(len(evs)))
+		if err != nil {
+			t.Fatalf("ResourceStates: %v", err)
+		}
+		if d := diff(fold.States(), got); d != "" {
+			t.Fatalf("execution %d: ResourceStates at the head (-fold +store):\n%s", w, d)
+		}
+		info, err := s.Info(ctx, id)
+		if err != nil || info.Head != uint64(len(evs)) || info.Status != status.Status || !info.Updated.Equal(status.Updated) {
+			t.Fatalf("execution %d: Info = %+v, %v; want head %d, status %s, updated %v", w, info, err, len(evs), status.Status, status.Updated)
+		}
+	}
 }
 
 func createFor(t T, s eventlog.Log, agent string) eventlog.ID {
