@@ -18,7 +18,7 @@
 //     plus one, as scenario 7), one workflow at a time: forkline's Start +
 //     Run on a kernel over pgstore (synced) against DBOS's RunWorkflow of a
 //     workflow of 50 RunAsStep calls and its handle's GetResult. Figure:
-//     steps per second. Target: forkline ≥ 2× DBOS.
+//     steps per second. Target: forkline ≥ 1.5× DBOS (issue 36).
 //   - 8e, forking a workflow of 10,000 steps at step 1,000: forkline's
 //     Kernel.Fork at the terminal event of the 1,000th step (a header and a
 //     fork.created; nothing copied) against DBOS's ForkWorkflow with
