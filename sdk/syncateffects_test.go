@@ -376,6 +376,21 @@ func runSyncKill(t *testing.T, store eventlog.IndexedLog) {
 				syncKillTrial(t, store, mode, opts, n, want, budget, crash, &stats)
 			}
 		}
+		// A crash after Run returned loses nothing: the completion the
+		// caller saw is durable, and so is every outcome before it.
+		ll := newLossLog(store, 1<<40)
+		kc := newKernel(t, ll, (&syncAgent{phase: "complete", runs: map[string]int{}}).register, append([]sdk.Option{sdk.WithOwner("w")}, opts...)...)
+		idc, err := kc.Start(ctx, "mix", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kc.Run(ctx, idc); err != nil {
+			t.Fatal(err)
+		}
+		checkSyncClasses(t, mode, ll.acked)
+		if head := uint64(len(events(t, kc, idc))); ll.durable != head {
+			t.Fatalf("%s: Run returned, but a crash then keeps %d of %d events", mode, ll.durable, head)
+		}
 		t.Logf("%s: %d trials, %d safe_to_retry outcomes lost to a crash and run again", mode, stats.trials, stats.rerunAfterLoss)
 		// The mode is what makes a crash lose outcomes: never the default.
 		if mode == sdk.SyncEveryStep && stats.lostOutcomes != 0 {
