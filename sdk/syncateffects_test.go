@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pgstore"
 	"github.com/forkline/forkline/internal/pgtest"
+	"github.com/forkline/forkline/internal/testdriver"
 	"github.com/forkline/forkline/sdk"
 )
 
@@ -430,5 +432,67 @@ func TestDurabilityOption(t *testing.T) {
 	}
 	if sdk.SyncEveryStep.String() != "sync_every_step" || sdk.SyncAtEffects.String() != "sync_at_effects" {
 		t.Fatalf("names %q %q", sdk.SyncEveryStep, sdk.SyncAtEffects)
+	}
+}
+
+// TestSyncAtEffectsCaptures: under SyncAtEffects a safe_to_retry outcome
+// that commits a capture (EverySteps) is synced with it, as the baseline
+// binding, the completion captures and the completion are; the outcomes
+// that commit none — of calls that affect the resource or not — are
+// appended unsynced.
+func TestSyncAtEffectsCaptures(t *testing.T) {
+	ctx := t.Context()
+	drv := testdriver.New()
+	ll := newLossLog(newStore(t), 1<<40)
+	k := newKernel(t, ll, func(k *sdk.Kernel) {
+		write := sdk.DefineTool("write", func(ctx context.Context, n int) (int, error) { return n, nil }, sdk.Affects("ws"))
+		read := sdk.DefineTool("read", func(ctx context.Context, n int) (int, error) { return n, nil })
+		_, _ = sdk.Register(k, "a", func(ctx context.Context, _ none) (int, error) {
+			if _, err := sdk.Resource(ctx, "ws", drv, sdk.EverySteps(2)); err != nil {
+				return 0, err
+			}
+			sum := 0
+			for i := range 3 {
+				w, err := write.Call(ctx, i)
+				if err != nil {
+					return 0, err
+				}
+				r, err := read.Call(ctx, i)
+				if err != nil {
+					return 0, err
+				}
+				sum += w + r
+			}
+			return sum, nil
+		})
+	}, sdk.Durability(sdk.SyncAtEffects))
+	id, err := k.Start(ctx, "a", none{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	checkSyncClasses(t, sdk.SyncAtEffects, ll.acked)
+	var got []string
+	for _, a := range ll.acked {
+		s := "unsynced:"
+		if a.synced {
+			s = "synced:"
+		}
+		got = append(got, s+strings.Join(describeAll(a.events), "+"))
+	}
+	want := []string{
+		"synced:dispatch 1", "synced:bound ws every=2+captured ws baseline gen=1",
+		"unsynced:started tool write affects=ws", "unsynced:succeeded",
+		"unsynced:started tool read", "unsynced:succeeded",
+		"unsynced:started tool write affects=ws", "synced:succeeded+captured ws steps gen=4",
+		"unsynced:started tool read", "unsynced:succeeded",
+		"unsynced:started tool write affects=ws", "unsynced:succeeded",
+		"unsynced:started tool read", "unsynced:succeeded",
+		"synced:captured ws completion gen=7+completed",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("appends:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
