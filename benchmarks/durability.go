@@ -18,7 +18,7 @@ import (
 // which each gives.
 
 // durabilityGuarantee is what SyncAtEffects gives, written beside its rows.
-const durabilityGuarantee = "Guarantee under SyncAtEffects: a safe_to_retry step's outcome is appended unsynced and becomes durable with the next synced append (an at_most_once intent, an approval, a park, a capture, the completion); after a machine crash the safe_to_retry steps since the last synced append run again, at_most_once bodies still run at most once, and a completed result is an uninterrupted run's. Under SyncEveryStep (the default, the baseline) every step's outcome is synced before the caller sees it: a crash re-runs only steps whose bodies had not ended."
+const durabilityGuarantee = "Guarantee under SyncAtEffects: a safe_to_retry step's outcome is appended unsynced and becomes durable with the next synced append (an at_most_once intent, an approval, a park, a capture, the completion); after a crash (of the machine; on Pebble, of the process too) the safe_to_retry steps since the last synced append run again, at_most_once bodies still run at most once, and a completed result is an uninterrupted run's. Under SyncEveryStep (the default, the baseline) every step's outcome is synced before the caller sees it: a crash re-runs only steps whose bodies had not ended."
 
 // runDurability is scenario 13.
 func runDurability(e *env) ([]Row, error) {

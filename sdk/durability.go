@@ -30,8 +30,9 @@ const (
 	// timers, a streamed reply's outcome, a cancelled step, every
 	// execution.* event.
 	//
-	// The guarantee: after a crash of the machine (not only of the
-	// process, whose unsynced writes the operating system still holds),
+	// The guarantee: after a crash — of the machine; on Pebble, of the
+	// process too, since Pebble buffers an unsynced write in the process
+	// before its write-ahead log file has it; on Postgres, of the server —
 	// the safe_to_retry calls whose outcomes were appended after the last
 	// synced append run again, and only those; an at_most_once body still
 	// runs at most once, and a completed execution's result is the one an

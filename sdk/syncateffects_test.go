@@ -29,8 +29,8 @@ var fullSyncKill = flag.Bool("syncateffects.full", false, "TestSyncAtEffectsKill
 // and remembers every acknowledged append, whether it was synced, and the
 // head made durable by the newest synced one. A crash of the machine loses
 // everything above that head (an unsynced append becomes durable only with
-// a later synced one, eventlog.Log.AppendUnsynced); a kill of the process
-// loses nothing acknowledged. It gives no leases and no inbox (no Unwrap),
+// a later synced one, eventlog.Log.AppendUnsynced); a kill that loses
+// nothing acknowledged (of a client of Postgres, say) keeps everything. It gives no leases and no inbox (no Unwrap),
 // but says whether its store commits each append (so the kernel defers
 // safe_to_retry starts on Postgres, DESIGN §21).
 type lossLog struct {
@@ -217,8 +217,8 @@ type syncKillStats struct {
 // syncKillTrial kills a run of mix(n) on store under mode (nil opts: the
 // default) once budget events were appended, then — crash true — drops
 // what was not durable (everything above the newest synced append), as a
-// crash of the machine does, or — crash false — keeps every acknowledged
-// append, as a kill of the process does. The surviving lineage is copied
+// crash does, or — crash false — keeps every acknowledged append, as a
+// kill that loses no acknowledged write does. The surviving lineage is copied
 // into a new execution of store and run to completion by a new kernel.
 // It checks DESIGN §21's guarantee: every at_most_once body ran at most
 // once (exactly once when it succeeded), the output is the uninterrupted
