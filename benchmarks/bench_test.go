@@ -434,6 +434,35 @@ func BenchmarkPeer(b *testing.B) {
 	}
 }
 
+// BenchmarkDurability stands for scenario 13: scenario 7's workflow on
+// Pebble under sdk.Durability(sdk.SyncAtEffects) (mode=sync_at_effects)
+// and under the default (mode=sync_every_step), one workflow at a time or
+// many. The modes differ in what a machine crash may re-run (see
+// sdk.SyncAtEffects).
+func BenchmarkDurability(b *testing.B) {
+	ctx := context.Background()
+	sz := benchSizes()
+	dir := b.TempDir()
+	kernels := map[sdk.DurabilityMode]*sdk.Kernel{}
+	for _, mode := range []sdk.DurabilityMode{sdk.SyncAtEffects, sdk.SyncEveryStep} {
+		k, err := openPeerKernel(filepath.Join(dir, mode.String()), sdk.Durability(mode))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer k.Close()
+		kernels[mode] = k
+	}
+	for _, c := range []int{1, sz.PeerConcurrent} {
+		for _, mode := range []sdk.DurabilityMode{sdk.SyncAtEffects, sdk.SyncEveryStep} {
+			b.Run(fmt.Sprintf("store=pebble/mode=%s/concurrency=%d", mode, c), func(b *testing.B) {
+				var n atomic.Int64
+				writers(b, c, func(int) error { n.Add(1); return runPeerKernel(ctx, kernels[mode], sz.PeerSteps) })
+				perSecond(b, float64(n.Load())*float64(sz.PeerSteps), "steps/s")
+			})
+		}
+	}
+}
+
 // BenchmarkConversation stands for scenario 9: the LLM calls of one
 // conversation of ConversationTurns turns appended with chunked values
 // (values=chunked) and with whole records (values=whole); it reports

@@ -170,13 +170,23 @@ const peerAgent = "steps"
 
 // openPeerKernel opens a forkline kernel on disk with the same workflow: an
 // agent whose handler calls a tool steps times in sequence.
-func openPeerKernel(dir string) (*sdk.Kernel, error) {
-	k, err := sdk.Open(dir)
+func openPeerKernel(dir string, opts ...sdk.Option) (*sdk.Kernel, error) {
+	k, err := sdk.Open(dir, opts...)
 	if err != nil {
 		return nil, err
 	}
+	if err := registerPeer(k); err != nil {
+		k.Close()
+		return nil, err
+	}
+	return k, nil
+}
+
+// registerPeer registers the workflow's agent on k: a handler that calls
+// a tool steps times in sequence.
+func registerPeer(k *sdk.Kernel) error {
 	step := sdk.DefineTool("step", peerActivity)
-	_, err = sdk.Register(k, peerAgent, func(ctx context.Context, steps int) (int, error) {
+	_, err := sdk.Register(k, peerAgent, func(ctx context.Context, steps int) (int, error) {
 		v := 0
 		for range steps {
 			r, err := step.Call(ctx, v)
@@ -187,11 +197,7 @@ func openPeerKernel(dir string) (*sdk.Kernel, error) {
 		}
 		return v, nil
 	})
-	if err != nil {
-		k.Close()
-		return nil, err
-	}
-	return k, nil
+	return err
 }
 
 // runPeerKernel runs one execution of steps steps and checks its output.

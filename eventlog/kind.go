@@ -144,7 +144,10 @@ func ParseKind(s string) (Kind, error) {
 // Log.AppendUnsynced (false). Only a safe_to_retry step.started may ride on a later sync
 // (DESIGN §4); every other event, every Part II event included, is synced
 // before the caller sees its effect (§8½). An append of several events is
-// synced when any of them must be.
+// synced when any of them must be. This is the default contract; a kernel
+// in the explicit lighter mode of DESIGN §21 (sdk.SyncAtEffects) also
+// appends a safe_to_retry step's outcome unsynced, which the log's order
+// makes durable with its next synced append.
 func MustSync(events ...Event) bool {
 	for _, ev := range events {
 		if !ev.Kind().Valid() {

@@ -34,6 +34,15 @@
 //     coverage says, and every checkpoint a fork could select verifies and
 //     restores; a fork at a random event runs to the same output.
 //
+// TestKillAndResumeSyncAtEffects runs the same trials with the child and
+// the resuming kernel under sdk.Durability(sdk.SyncAtEffects) (DESIGN
+// §21), and the same checks hold. A SIGKILL there does lose acknowledged
+// unsynced appends — Pebble buffers a NoSync write in the process before
+// its write-ahead log file has it — always with everything after them;
+// the head is then the newest synced append, which may be the previous
+// capture's, so a kill inside a capture need not leave the head
+// uncovered, and the trial counts those apart.
+//
 // TestKillDuringCapture aims every kill at a dirfs capture of a workspace
 // big enough that dirfs checks its context in the middle of the walk. Half
 // of its trials freeze the child at that check — some blobs stored, no

@@ -90,6 +90,9 @@ type childConfig struct {
 	// Postgres, one per worker process. LeaseTTL is sdk.WithLeaseTTL.
 	Owner    string
 	LeaseTTL time.Duration
+	// SyncAtEffects runs the kernels of the trial (the child's and the
+	// parent's that resumes) under sdk.Durability(sdk.SyncAtEffects).
+	SyncAtEffects bool
 	// StallInEffect, when n > 0, stalls the child inside its n-th
 	// at-most-once body (before its effect) for StallFor, after the marker
 	// "effect-stalled <idempotency key>", so that the parent can SIGSTOP it
@@ -747,10 +750,15 @@ func spawn(cfg childConfig, plan *killPlan) (childRun, error) {
 	return run, nil
 }
 
-// ownerOption is sdk.WithOwner(cfg.Owner) when cfg names an owner.
+// ownerOption is sdk.WithOwner(cfg.Owner) when cfg names an owner, and
+// sdk.Durability(sdk.SyncAtEffects) when cfg asks for it.
 func ownerOption(cfg childConfig) []sdk.Option {
-	if cfg.Owner == "" {
-		return nil
+	var opts []sdk.Option
+	if cfg.Owner != "" {
+		opts = append(opts, sdk.WithOwner(cfg.Owner))
 	}
-	return []sdk.Option{sdk.WithOwner(cfg.Owner)}
+	if cfg.SyncAtEffects {
+		opts = append(opts, sdk.Durability(sdk.SyncAtEffects))
+	}
+	return opts
 }

@@ -1015,7 +1015,9 @@ func (d *dispatch) live(ctx context.Context, stepID string, attempt uint32, c ca
 		terminal, next = &eventlog.StepCancelled{StepID: stepID}, time.Time{}
 	}
 	payloads := append([]eventlog.Payload{terminal}, d.dueCapturesLocked(stepID, c)...)
-	err = d.appendLocked(false, payloads...)
+	// Under SyncAtEffects a safe_to_retry outcome with no capture rides on
+	// the next synced append (DESIGN §21).
+	err = d.appendLocked(d.k.lazyOutcome(c, payloads), payloads...)
 	if errors.Is(err, errStopped) {
 		// It ended as the outcome was being recorded.
 		terminal, next = &eventlog.StepCancelled{StepID: stepID}, time.Time{}

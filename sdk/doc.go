@@ -21,6 +21,18 @@
 // safe_to_retry call costs one fsync. Terminal events, captures, bindings
 // and execution.* events are synced before the caller sees their outcome.
 //
+// [Durability]([SyncAtEffects]) is an explicit lighter mode, never the
+// default (DESIGN §21): a safe_to_retry tool, local or llm call's outcome
+// that commits no capture is appended unsynced, and becomes durable with
+// the next synced append — an at_most_once intent, an approval, a park, a
+// capture, the completion — which the log's order guarantees on both
+// stores. After a crash (of the machine; on Pebble a kill of the process
+// too: Pebble buffers an unsynced write in the process before its
+// write-ahead log file has it), the safe_to_retry calls whose outcomes
+// were appended after the last synced append run again, and only those;
+// at_most_once bodies still run at most once, and a completed result is
+// an uninterrupted run's.
+//
 // # Resources
 //
 // [Resource] follows DESIGN §5: the same handle per key in a dispatch; the

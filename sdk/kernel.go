@@ -64,6 +64,9 @@ type Kernel struct {
 	// (eventlog.CommitPerAppend): safe_to_retry starts ride their
 	// outcomes' appends (dispatch.defers, DESIGN §21).
 	commitPerAppend bool
+	// durability is Durability's mode: under SyncAtEffects a safe_to_retry
+	// call's outcome is appended unsynced (lazyOutcome, DESIGN §21).
+	durability DurabilityMode
 	// deltas passes streaming model responses to WatchDeltas (deltas.go);
 	// carry sends them to other processes through a store that carries
 	// them (eventlog.DeltaCarrier), under origin, which names this kernel.
