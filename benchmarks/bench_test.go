@@ -434,7 +434,7 @@ func BenchmarkPeer(b *testing.B) {
 	}
 }
 
-// BenchmarkDurability stands for scenario 13: scenario 7's workflow on
+// BenchmarkDurability stands for scenario 15: scenario 7's workflow on
 // Pebble under sdk.Durability(sdk.SyncAtEffects) (mode=sync_at_effects)
 // and under the default (mode=sync_every_step), one workflow at a time or
 // many. The modes differ in what a machine crash may re-run (see

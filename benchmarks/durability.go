@@ -8,7 +8,7 @@ import (
 	"github.com/forkline/forkline/sdk"
 )
 
-// Scenario 13, the lighter mode of DESIGN §21: scenario 7's workflow of
+// Scenario 15, the lighter mode of DESIGN §21: scenario 7's workflow of
 // N durable steps on a kernel with sdk.Durability(sdk.SyncAtEffects)
 // against the same workflow under the default, sdk.SyncEveryStep — on
 // Pebble (sdk.Open on disk, each kernel its own folder), 1 and many
@@ -20,7 +20,7 @@ import (
 // durabilityGuarantee is what SyncAtEffects gives, written beside its rows.
 const durabilityGuarantee = "Guarantee under SyncAtEffects: a safe_to_retry step's outcome is appended unsynced and becomes durable with the next synced append (an at_most_once intent, an approval, a park, a capture, the completion); after a crash (of the machine; on Pebble, of the process too) the safe_to_retry steps since the last synced append run again, at_most_once bodies still run at most once, and a completed result is an uninterrupted run's. Under SyncEveryStep (the default, the baseline) every step's outcome is synced before the caller sees it: a crash re-runs only steps whose bodies had not ended."
 
-// runDurability is scenario 13.
+// runDurability is scenario 15 (13 and 14 name the governance and HTTP-kernel rows of RESULTS.md, measured by go test).
 func runDurability(e *env) ([]Row, error) {
 	dir, err := e.mkdir("durability")
 	if err != nil {
@@ -36,7 +36,7 @@ func runDurability(e *env) ([]Row, error) {
 		return nil, err
 	}
 	defer every.Close()
-	rows, err := durabilityRows(e, "Pebble", []string{"13a", "13b"}, "pebble", lazy, every)
+	rows, err := durabilityRows(e, "Pebble", []string{"15a", "15b"}, "pebble", lazy, every)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func runDurability(e *env) ([]Row, error) {
 		return nil, err
 	}
 	defer pgEvery.Close()
-	pgRows, err := durabilityRows(e, "Postgres", []string{"13c", "13d"}, "postgres", pgLazy, pgEvery)
+	pgRows, err := durabilityRows(e, "Postgres", []string{"15c", "15d"}, "postgres", pgLazy, pgEvery)
 	if err != nil {
 		return nil, err
 	}

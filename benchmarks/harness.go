@@ -152,7 +152,7 @@ func scenarios() []scenario {
 		{"10", "messages", runMessages},
 		{"11", "streaming", runStream},
 		{"12", "queue claims", runQueue},
-		{"13", "lighter durability", runDurability},
+		{"15", "lighter durability", runDurability},
 	}
 }
 
