@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	neturl "net/url"
+	"path/filepath"
 	"strings"
 
 	"github.com/forkline/forkline/driver/blob"
@@ -57,4 +58,19 @@ func splitSchema(raw string) (string, string, error) {
 	q.Del(pgstore.SchemaParam)
 	u.RawQuery = q.Encode()
 	return u.String(), schema, nil
+}
+
+// coderStores opens what the coder agent's workspaces live in: the data
+// folder's dirfs store, as an absolute path (dirfs records no path,
+// DESIGN §11, so a copied or moved data folder forks from its own
+// checkpoints), and the shared checkpoint store of --blob (openBlobs),
+// released by the returned func.
+func coderStores(e *env) (dirfsStore string, blobs blob.Store, closeBlobs func(), err error) {
+	if dirfsStore, err = filepath.Abs(storeDir(e.opts.dir)); err != nil {
+		return "", nil, nil, err
+	}
+	if blobs, closeBlobs, err = openBlobs(e); err != nil {
+		return "", nil, nil, err
+	}
+	return dirfsStore, blobs, closeBlobs, nil
 }

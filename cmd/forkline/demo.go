@@ -65,11 +65,7 @@ func cmdDemo(e *env, task string) error {
 		return err
 	}
 	defer m.close()
-	dirfsStore, err := filepath.Abs(storeDir(e.opts.dir))
-	if err != nil {
-		return err
-	}
-	blobs, closeBlobs, err := openBlobs(e)
+	dirfsStore, blobs, closeBlobs, err := coderStores(e)
 	if err != nil {
 		return err
 	}

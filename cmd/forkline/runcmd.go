@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/forkline/forkline/eventlog"
 	"github.com/forkline/forkline/eventlog/pebblestore"
@@ -44,14 +43,8 @@ func runLocal(e *env, s logStore, idArg string) error {
 		return err
 	}
 	defer m.close()
-	// The data folder's own store, wherever the lineage was recorded:
-	// dirfs records no path (DESIGN §11), so a copied or moved data
-	// folder forks from its own checkpoints.
-	dirfsStore, err := filepath.Abs(storeDir(e.opts.dir))
-	if err != nil {
-		return err
-	}
-	blobs, closeBlobs, err := openBlobs(e)
+	// The data folder's own store, wherever the lineage was recorded.
+	dirfsStore, blobs, closeBlobs, err := coderStores(e)
 	if err != nil {
 		return err
 	}

@@ -89,12 +89,12 @@ func cmdServe(e *env, sv serveFlags) error {
 		if err != nil {
 			return err
 		}
-		blobs, closeBlobs, err := openBlobs(e)
+		dirfsStore, blobs, closeBlobs, err := coderStores(e)
 		if err != nil {
 			return err
 		}
 		defer closeBlobs()
-		coderRun, err := registerServedCoder(e, k, blobs)
+		coderRun, err := registerServedCoder(k, dirfsStore, blobs)
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 
 	"github.com/forkline/forkline/driver"
 	"github.com/forkline/forkline/driver/blob"
@@ -27,13 +26,10 @@ type servedCoder struct {
 	stop   func() error // stops it
 }
 
-// registerServedCoder registers the coder agent in k, on the data folder's
-// dirfs store with blobs, and serves the scripted model; close stops it.
-func registerServedCoder(e *env, k *sdk.Kernel, blobs blob.Store) (*servedCoder, error) {
-	dirfsStore, err := filepath.Abs(storeDir(e.opts.dir))
-	if err != nil {
-		return nil, err
-	}
+// registerServedCoder registers the coder agent in k, on the dirfs store
+// dirfsStore with blobs (coderStores), and serves the scripted model;
+// close stops it.
+func registerServedCoder(k *sdk.Kernel, dirfsStore string, blobs blob.Store) (*servedCoder, error) {
 	base, stop, err := serveScript()
 	if err != nil {
 		return nil, fmt.Errorf("serve: the scripted model: %w", err)
